@@ -1,0 +1,29 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+ARGS   ?=
+
+.PHONY: run test venv bench clean
+
+$(BIN)/koordlet: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+venv: $(BIN)/koordlet
+
+# The main job: the agent standalone on this host with embedded defaults
+# (no cluster, metrics on http://127.0.0.1:9316/metrics, metric cache in ./var/).
+run: venv
+	$(BIN)/koordlet run --standalone $(ARGS)
+
+test: venv
+	$(BIN)/python -m pytest -q tests
+
+bench: venv
+	$(BIN)/python bench/collect_cycle.py
+
+clean:
+	rm -rf $(VENV) var build *.egg-info

@@ -1,0 +1,5 @@
+import sys
+
+from koordlet.cli import main
+
+sys.exit(main())

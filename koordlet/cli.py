@@ -1,0 +1,133 @@
+"""Command line: ``koordlet run [--once] | doctor | topology | version``.
+
+Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import Sequence
+
+from koordlet import __version__
+from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
+
+log = logging.getLogger("koordlet")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = ArgParser(prog="koordlet", description="Koordinator-compatible node agent (koordlet-py)")
+    parser.add_argument("--version", action="version", version=f"koordlet-py {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
+    run = sub.add_parser("run", help="run the agent (daemon)")
+    run.add_argument("--once", action="store_true", help="one full collection cycle, print a summary, exit")
+    add_flags(run)
+    doctor = sub.add_parser("doctor", help="which kernel/cgroup features this host supports, and why not")
+    add_flags(doctor)
+    topo = sub.add_parser("topology", help="CPU/NUMA/device topology of this host")
+    add_flags(topo)
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return build(file=args.config_file, flags=flag_values(args), require_node=args.command == "run")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def cmd_run(config: Config, once: bool) -> int:
+    from koordlet.agent import Agent
+    if once:
+        agent = Agent.build(config, persist=False)
+        agent.informer.sync()
+        agent.collect_once()
+        time.sleep(max(config.collect_res_used_interval, 0.5))
+        result = agent.collect_once()
+        print(summary(agent, result.samples))
+        return 0
+    agent = Agent.build(config)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    agent.run(stop)
+    return 0
+
+
+def summary(agent: "object", samples: list) -> str:
+    """Human summary of one cycle's samples: node, system, BE tier, then one row per pod."""
+    by_key = {(s.name, s.labels): s.value for s in samples}
+
+    def get(name: str, labels: tuple = ()) -> str:
+        v = by_key.get((name, labels))
+        if v is None:
+            return "-"
+        return f"{v:.3f}" if "cpu" in name else f"{v / 2**20:.1f}"
+
+    lines = [f"koordlet-py {__version__}  node={agent.config.node_name}  pods={len(agent.informer.pods)}  "
+             f"source={agent.config.pod_source}  cgroup=v{int(agent.cgroups.version)}/"
+             f"{agent.cgroups.layout.driver.value}", ""]
+    be = {dict(s.labels)["be_allocation"]: s.value for s in samples if s.name == "node_be"}
+    lines.append(_table([
+        ("node", get("node_cpu_usage"), get("node_memory_usage")),
+        ("system", get("sys_cpu_usage"), get("sys_memory_usage")),
+        ("besteffort (milli-cores)", f"{be['usage']:.0f}" if "usage" in be else "-", "-"),
+    ], ("SCOPE", "CPU(cores)", "MEMORY(MiB)")))
+    rows = []
+    for meta in agent.informer.pods:
+        labels = (("pod_uid", meta.pod.uid),)
+        rows.append((meta.pod.key, meta.pod.qos_class, get("pod_cpu_usage", labels),
+                     get("pod_memory_usage", labels), get("pod_memory_working_set", labels),
+                     len(meta.containers)))
+    if rows:
+        lines += ["", _table(rows, ("POD", "QOS", "CPU(cores)", "MEMORY(MiB)", "WORKINGSET(MiB)",
+                                    "CONTAINERS"))]
+    return "\n".join(lines)
+
+
+def cmd_doctor(config: Config) -> int:
+    from koordlet.host.cgroup import Cgroups
+    from koordlet.host.paths import HostPaths
+    from koordlet.host.probes import probe
+    paths = HostPaths.from_config(config)
+    features = probe(paths, Cgroups.detect(paths, config.cgroup_driver))
+    print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
+    print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
+                 ("FEATURE", "SUPPORTED", "DETAIL")))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command in (None, "version"):
+            if args.command is None:
+                parser.print_help()
+                return 2
+            print(f"koordlet-py {__version__}")
+            return 0
+        config = _config(args)
+    except ConfigError as e:
+        print(f"koordlet: configuration error: {e}", file=sys.stderr)
+        return 2
+    _setup_logging(config.log_level)
+    if args.command == "run":
+        return cmd_run(config, args.once)
+    if args.command == "doctor":
+        return cmd_doctor(config)
+    print("koordlet topology: not implemented yet (CPU/NUMA/GPU topology arrives with issue 3/4)")
+    return 0

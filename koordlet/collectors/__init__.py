@@ -1,0 +1,1 @@
+"""Collectors: read usage through koordlet.host and turn it into metric-cache samples."""

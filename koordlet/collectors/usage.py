@@ -1,0 +1,270 @@
+"""CPU and memory usage of the node, pods, containers, the BestEffort tier and the system remainder.
+
+Facts: reference/metrics-and-reports.md §2.1–2.6. Units as upstream: CPU in cores (float), memory in
+bytes; counter-based values need a previous reading, so the first sample of each cgroup is skipped.
+Metric kinds written to the metric cache:
+
+==========================  ======================================================================
+node_cpu_usage              /proc/stat busy ticks (user+nice+system+irq+softirq) per wall second
+node_memory_usage           (MemTotal − MemAvailable) × 1024
+pod_cpu_usage               Δ cumulative cgroup CPU ns / Δ wall ns              {pod_uid}
+pod_memory_usage            memory.stat anon + unevictable (upstream's usage)   {pod_uid}
+pod_memory_working_set      usage − inactive_file (kubelet's working set)       {pod_uid}
+container_*                 the same three per container                        {container_id}
+node_be                     BE tier cpu usage / request / real-limit, milli-cores {be_resource,be_allocation}
+sys_cpu_usage, sys_memory_usage   node − Σ pods, ≥ 0, only from inputs fresher than the outdated interval
+==========================  ======================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from koordlet.host.cgroup import Cgroups, KubeQOS, MemoryUsage, UsageFiles, parse_cpu_list
+from koordlet.host.paths import HostPaths
+from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_ticks, read_meminfo
+from koordlet.metriccache import Sample
+from koordlet.logutil import LogOnce
+from koordlet.metrics import AgentMetrics
+from koordlet.states.informer import PodMeta
+from koordlet import wire
+
+log = logging.getLogger("koordlet.collectors")
+
+NO_LABELS: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class Reading:
+    """Latest value of a summed quantity, with the wall time it was taken (for staleness checks)."""
+    ts: float = 0.0
+    cpu: float = 0.0
+    memory: float = 0.0
+
+
+@dataclass(slots=True)
+class SharedState:
+    """What one collector publishes for another in the same cycle (upstream's SharedState)."""
+    node: Reading = field(default_factory=Reading)
+    pods: Reading = field(default_factory=Reading)
+
+
+class NodeCollector:
+    name = "node"
+
+    def __init__(self, paths: HostPaths, shared: SharedState, metrics: AgentMetrics) -> None:
+        self._paths = paths
+        self._shared = shared
+        self._metrics = metrics
+        self._prev: tuple[int, float] | None = None     # (busy ticks, monotonic seconds)
+
+    def collect(self, now: float, mono: float) -> list[Sample]:
+        ticks = read_cpu_ticks(self._paths)
+        memory = float(node_memory_used_bytes(read_meminfo(self._paths)))
+        samples = [Sample("node_memory_usage", NO_LABELS, now, memory)]
+        prev, self._prev = self._prev, (ticks.busy, mono)
+        self._metrics.node_used_memory_bytes.labels(self._metrics.node).set(memory)
+        if prev is None or mono <= prev[1]:
+            return samples
+        cores = max(ticks.busy - prev[0], 0) / ((mono - prev[1]) * CLK_TCK)
+        samples.append(Sample("node_cpu_usage", NO_LABELS, now, cores))
+        self._metrics.node_used_cpu_cores.labels(self._metrics.node).set(cores)
+        self._shared.node = Reading(now, cores, memory)
+        return samples
+
+
+class CgroupUsage:
+    """Reads one cgroup's CPU counter and memory, remembering the previous counter for the rate.
+
+    Paths are computed once per cgroup and kept while the cgroup is seen; readings of cgroups not seen for
+    ``ttl`` seconds are forgotten (upstream keeps them 20 collection intervals).
+    """
+
+    def __init__(self, cgroups: Cgroups, ttl: float) -> None:
+        self._cgroups = cgroups
+        self._ttl = ttl
+        self._state: dict[str, tuple[UsageFiles, int, float, float]] = {}   # rel -> files, ns, mono, seen
+
+    def read(self, rel: str, mono: float) -> tuple[float | None, MemoryUsage]:
+        """(cpu cores or None on first reading, MemoryUsage); OSError/ValueError propagate to the caller."""
+        entry = self._state.get(rel)
+        files = entry[0] if entry else self._cgroups.usage_files(rel)
+        ns = self._cgroups.read_cpu_ns(files)
+        memory = self._cgroups.read_memory(files)
+        self._state[rel] = (files, ns, mono, mono)
+        if entry is None or mono <= entry[2]:
+            return None, memory
+        return max(ns - entry[1], 0) / ((mono - entry[2]) * 1e9), memory
+
+    def known(self) -> Iterable[str]:
+        return self._state.keys()
+
+    def expire(self, mono: float) -> None:
+        stale = [rel for rel, e in self._state.items() if mono - e[3] > self._ttl]
+        for rel in stale:
+            del self._state[rel]
+
+
+class PodCollector:
+    name = "pod"
+
+    def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float) -> None:
+        self._usage = CgroupUsage(cgroups, ttl=20 * max(interval, 1.0))
+        self._shared = shared
+        self._metrics = metrics
+        self._errors = LogOnce(log)
+
+    def collect(self, now: float, mono: float, pods: Iterable[PodMeta]) -> list[Sample]:
+        samples: list[Sample] = []
+        append = samples.append
+        sum_cpu = sum_mem = 0.0
+        vanished = errors = 0
+        complete = True
+        for meta in pods:
+            uid_labels = (("pod_uid", meta.pod.uid),)
+            try:
+                cpu, mem = self._usage.read(meta.cgroup_dir, mono)
+            except FileNotFoundError:
+                vanished += 1
+                continue
+            except (OSError, ValueError) as e:
+                errors += 1
+                self._errors(meta.cgroup_dir, "cgroup unreadable dir=%s error=%s", meta.cgroup_dir, e)
+                continue
+            append(Sample("pod_memory_usage", uid_labels, now, float(mem.anon)))
+            append(Sample("pod_memory_working_set", uid_labels, now, float(mem.working_set)))
+            sum_mem += mem.anon
+            if cpu is None:
+                complete = False
+            else:
+                append(Sample("pod_cpu_usage", uid_labels, now, cpu))
+                sum_cpu += cpu
+            for container, rel in meta.containers:
+                c_labels = (("container_id", container.id),)
+                try:
+                    cpu, mem = self._usage.read(rel, mono)
+                except FileNotFoundError:
+                    vanished += 1
+                    continue
+                except (OSError, ValueError) as e:
+                    errors += 1
+                    self._errors(rel, "cgroup unreadable dir=%s error=%s", rel, e)
+                    continue
+                append(Sample("container_memory_usage", c_labels, now, float(mem.anon)))
+                append(Sample("container_memory_working_set", c_labels, now, float(mem.working_set)))
+                if cpu is not None:
+                    append(Sample("container_cpu_usage", c_labels, now, cpu))
+        self._usage.expire(mono)
+        self._errors.keep_only(self._usage.known())
+        self._metrics.skipped(self.name, "vanished", vanished)
+        self._metrics.skipped(self.name, "error", errors)
+        if complete:
+            # a pod on its first reading has no CPU rate yet: publishing the sum would understate pods and
+            # overstate the system remainder, so the previous sum stays until every pod has a rate
+            self._shared.pods = Reading(now, sum_cpu, sum_mem)
+        return samples
+
+
+class BECollector:
+    """The BestEffort tier as one unit: what BE suppress and eviction compare against."""
+    name = "be"
+
+    def __init__(self, cgroups: Cgroups, metrics: AgentMetrics) -> None:
+        self._cgroups = cgroups
+        self._metrics = metrics
+        self._rel = cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
+        self._usage = CgroupUsage(cgroups, ttl=float("inf"))
+
+    def collect(self, now: float, mono: float, pods: Iterable[PodMeta]) -> list[Sample]:
+        pods = list(pods)
+        try:
+            cpu, _ = self._usage.read(self._rel, mono)
+            real_limit = self._real_limit_milli(pods)
+        except FileNotFoundError:
+            return []            # no BE tier on this node (yet)
+        except (OSError, ValueError) as e:
+            self._metrics.skipped(self.name, "error")
+            log.debug("be tier unreadable error=%s", e)
+            return []
+        request = sum(m.pod.batch_cpu_request_milli for m in pods if m.pod.raw_qos_class == wire.QOS_BE)
+
+        def sample(allocation: str, value: float) -> Sample:
+            return Sample("node_be", (("be_allocation", allocation), ("be_resource", "cpu")), now, value)
+
+        samples = [sample("real-limit", real_limit), sample("request", float(request))]
+        if cpu is not None:
+            samples.append(sample("usage", cpu * 1000))
+        return samples
+
+    def _real_limit_milli(self, pods: list[PodMeta]) -> float:
+        """min(CPUs of the smallest BE cpuset × 1000, BE quota / period × 1000) as upstream."""
+        cpus = len(parse_cpu_list(self._cgroups.read_cpuset(self._rel)))
+        for meta in pods:
+            if meta.pod.kube_qos is not KubeQOS.BESTEFFORT:
+                continue
+            for _, rel in meta.containers:
+                try:
+                    cpus = min(cpus, len(parse_cpu_list(self._cgroups.read_cpuset(rel))) or cpus)
+                except (OSError, ValueError):
+                    continue
+        limit = cpus * 1000.0
+        quota, period = self._cgroups.read_cfs_quota(self._rel)
+        if quota > 0 and period > 0:
+            limit = min(limit, quota * 1000.0 / period)
+        return limit
+
+
+class SystemCollector:
+    """Node usage not accounted to pods (kernel, daemons, the kubelet), clamped at 0 as upstream."""
+    name = "system"
+
+    def __init__(self, shared: SharedState, outdated: float) -> None:
+        self._shared = shared
+        self._outdated = outdated
+
+    def collect(self, now: float) -> list[Sample]:
+        node, pods = self._shared.node, self._shared.pods
+        if now - node.ts > self._outdated or now - pods.ts > self._outdated:
+            return []
+        return [Sample("sys_cpu_usage", NO_LABELS, now, max(node.cpu - pods.cpu, 0.0)),
+                Sample("sys_memory_usage", NO_LABELS, now, max(node.memory - pods.memory, 0.0))]
+
+
+@dataclass
+class CycleResult:
+    samples: list[Sample]
+    duration: float
+
+
+class UsageCollection:
+    """One cycle runs node → pods → BE → system in order, so the system remainder uses same-cycle inputs."""
+
+    def __init__(self, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics, *, interval: float,
+                 outdated: float) -> None:
+        self.shared = SharedState()
+        self.node = NodeCollector(paths, self.shared, metrics)
+        self.pod = PodCollector(cgroups, self.shared, metrics, interval)
+        self.be = BECollector(cgroups, metrics)
+        self.system = SystemCollector(self.shared, outdated)
+        self._metrics = metrics
+        self._errors = LogOnce(log)
+
+    def run(self, pods: tuple[PodMeta, ...]) -> CycleResult:
+        start = time.perf_counter()
+        now, mono = time.time(), time.monotonic()
+        samples: list[Sample] = []
+        try:
+            samples += self.node.collect(now, mono)
+            self._errors.forget("node")
+        except (OSError, ValueError, KeyError) as e:
+            self._metrics.skipped("node", "error")
+            self._errors("node", "node usage unreadable error=%s", e)
+        samples += self.pod.collect(now, mono, pods)
+        samples += self.be.collect(now, mono, pods)
+        samples += self.system.collect(now)
+        duration = time.perf_counter() - start
+        self._metrics.collect_cycle_seconds.labels(self._metrics.node).observe(duration)
+        return CycleResult(samples, duration)

@@ -1,0 +1,439 @@
+"""One frozen configuration object built from defaults < profile < YAML file < environment < flags.
+
+Every option has exactly one name, spelled like the upstream koordlet flag where one exists
+(``cgroup-root-dir``, ``collect-res-used-interval``, ...). The same spelling is used as a YAML key,
+as a command-line flag (``--name`` or the Go-style ``-name``, so an upstream DaemonSet's args work
+unchanged) and, upper-cased with ``_`` and a ``KOORDLET_`` prefix, as an environment variable.
+Two upstream environment variables are honoured too: ``NODE_NAME`` and ``agent_mode=hostMode``.
+
+Bad input is refused at start-up with a :class:`ConfigError` that names the key and the problem; the CLI
+turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import yaml
+
+ENV_PREFIX = "KOORDLET_"
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message names the key and where it came from."""
+
+
+# --------------------------------------------------------------------------------------------------
+# value parsers: each takes the raw value (str from flags/env, any YAML scalar) and returns the typed value
+# --------------------------------------------------------------------------------------------------
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(raw: Any) -> float:
+    """Go-style durations ("1s", "1m30s", "12h") or plain numbers of seconds; returns seconds."""
+    if isinstance(raw, bool):
+        raise ValueError(f"expected a duration, got {raw!r}")
+    if isinstance(raw, (int, float)):
+        value = float(raw)
+    else:
+        text = str(raw).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            pos, value = 0, 0.0
+            for m in _DURATION_RE.finditer(text):
+                if m.start() != pos:
+                    break
+                value += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+                pos = m.end()
+            if pos != len(text) or not text:
+                raise ValueError(f"expected a duration like 1s, 10m or 12h, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"duration must not be negative, got {raw!r}")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3,
+               "ki": 1024, "mi": 1024**2, "gi": 1024**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def parse_size(raw: Any) -> int:
+    """Byte sizes: plain integers or quantities like 100Mi / 1Gi / 512MiB."""
+    if isinstance(raw, bool):
+        raise ValueError(f"expected a size, got {raw!r}")
+    if isinstance(raw, int):
+        value = raw
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(raw))
+        if not m or m.group(2).lower() not in _SIZE_UNITS:
+            raise ValueError(f"expected a size like 104857600 or 100Mi, got {raw!r}")
+        value = int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if value <= 0:
+        raise ValueError(f"size must be positive, got {raw!r}")
+    return value
+
+
+def parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "t", "true", "yes", "on"):
+        return True
+    if text in ("0", "f", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def parse_int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"expected an integer, got {raw!r}")
+    try:
+        return int(str(raw).strip(), 10)
+    except ValueError:
+        raise ValueError(f"expected an integer, got {raw!r}") from None
+
+
+def parse_port(raw: Any) -> int:
+    port = parse_int(raw)
+    if not 0 < port < 65536:
+        raise ValueError(f"expected a TCP port 1-65535, got {raw!r}")
+    return port
+
+
+def parse_str(raw: Any) -> str:
+    if isinstance(raw, (dict, list)):
+        raise ValueError(f"expected a string, got {type(raw).__name__}")
+    return "" if raw is None else str(raw)
+
+
+def parse_path(raw: Any) -> str:
+    """Paths must be absolute or explicitly relative and must not climb with '..' (rule: no escape)."""
+    text = parse_str(raw)
+    if text and ".." in text.split("/"):
+        raise ValueError(f"path must not contain '..', got {text!r}")
+    return text
+
+
+def choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        text = parse_str(raw)
+        if text not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {text!r}")
+        return text
+    parse.__name__ = "choice"
+    return parse
+
+
+def parse_addr(raw: Any) -> tuple[str, int]:
+    """``host:port`` or ``:port`` (all interfaces, as upstream's ``:9316``)."""
+    text = parse_str(raw).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"expected host:port or :port, got {raw!r}")
+    return host.strip("[]"), parse_port(port)
+
+
+# Upstream gate names with their defaults (reference/metrics-and-reports.md §1.3). Only gates that name a
+# capability this agent implements or will implement are listed; an unknown gate is a typo, so it is refused.
+BETA_GATES = ("BECPUSuppress", "CPUBurst", "RdtResctrl", "NodeTopologyReport", "GroupIdentity",
+              "CPUSetAllocator", "BatchResource")
+ALPHA_GATES = ("AuditEvents", "AuditEventsHTTPHandler", "BECPUManager", "BECPUEvict", "BEMemoryEvict",
+               "CPUEvict", "MemoryEvict", "CPUAllocatableEvict", "MemoryAllocatableEvict", "SystemConfig",
+               "ResctrlCollector", "CgroupReconcile", "Accelerators", "RDMADevices", "CPICollector", "Libpfm4",
+               "PSICollector", "BlkIOReconcile", "ColdPageCollector", "HugePageReport", "PodResourcesProxy",
+               "HamiCoreVGPUMonitor", "PerCPUMetric", "NodeMetricPromMetrics", "GPUEnvInject",
+               "RDMADeviceInject", "CPUNormalization", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
+               "OOMScoreAdj")
+DEFAULT_GATES: dict[str, bool] = {**{g: True for g in BETA_GATES}, **{g: False for g in ALPHA_GATES}}
+
+
+def parse_gates(raw: Any) -> dict[str, bool]:
+    """``A=true,B=false`` (flag/env form) or a YAML mapping; ``AllAlpha``/``AllBeta`` as upstream."""
+    if isinstance(raw, Mapping):
+        items = [(str(k), v) for k, v in raw.items()]
+    else:
+        items = []
+        for part in parse_str(raw).split(","):
+            if not part.strip():
+                continue
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise ValueError(f"feature gate {part.strip()!r} needs =true or =false")
+            items.append((name.strip(), value))
+    gates: dict[str, bool] = {}
+    for name, value in items:
+        try:
+            enabled = parse_bool(value)
+        except ValueError as e:
+            raise ValueError(f"feature gate {name}: {e}") from None
+        if name == "AllAlpha":
+            gates.update({g: enabled for g in ALPHA_GATES})
+        elif name == "AllBeta":
+            gates.update({g: enabled for g in BETA_GATES})
+        elif name in DEFAULT_GATES:
+            gates[name] = enabled
+        else:
+            raise ValueError(f"unknown feature gate {name!r}")
+    return gates
+
+
+# --------------------------------------------------------------------------------------------------
+# the options
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    name: str                      # wire spelling: flag / YAML key
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.replace("-", "_").upper()
+
+
+# Root directories default to None here: they are resolved from agent-mode (DaemonSet: /host-*, host: real paths).
+OPTIONS: tuple[Option, ...] = (
+    Option("node-name", parse_str, "", "node name (env NODE_NAME); defaults to the hostname in standalone mode"),
+    Option("agent-mode", choice("auto", "daemonset", "host"), "auto",
+           "daemonset: host dirs mounted under /host-*; host: real paths; auto: daemonset if /host-sys exists"),
+    Option("standalone", parse_bool, False, "run without a cluster: pods from the cgroup tree and pods-file"),
+    Option("cgroup-root-dir", parse_path, None, "cgroup root (default /host-cgroup/ or /sys/fs/cgroup/)"),
+    Option("sys-root-dir", parse_path, None, "sysfs root (default /host-sys/ or /sys/)"),
+    Option("sys-fs-root-dir", parse_path, None, "sys/fs root, resctrl lives here (default /host-sys-fs/ or /sys/fs/)"),
+    Option("proc-root-dir", parse_path, "/proc/", "procfs root (hostPID is assumed)"),
+    Option("var-run-root-dir", parse_path, None, "host /var/run (default /host-var-run/ or /var/run/)"),
+    Option("run-root-dir", parse_path, None, "host /run (default /host-run/ or /run/)"),
+    Option("var-lib-kubelet-dir", parse_path, "/var/lib/kubelet/", "kubelet state dir"),
+    Option("cgroup-driver", choice("auto", "cgroupfs", "systemd"), "auto", "naming of the kubepods cgroup tree"),
+    Option("pod-source", choice("auto", "kubelet", "apiserver", "standalone"), "auto",
+           "where pods come from; auto: standalone when --standalone, else kubelet"),
+    Option("pods-file", parse_path, "", "standalone: optional YAML list of Pod objects (metadata for cgroup pods)"),
+    Option("kubeconfig", parse_path, "", "kubeconfig for the API server (default: in-cluster config)"),
+    Option("kubelet-address", parse_str, "127.0.0.1", "kubelet address (the DaemonSet runs with hostNetwork)"),
+    Option("kubelet-port", parse_port, 10250, "kubelet HTTPS port"),
+    Option("kubelet-read-only-port", parse_port, 10255, "kubelet read-only HTTP port (with kubelet-insecure-tls)"),
+    Option("kubelet-insecure-tls", parse_bool, False, "use plain HTTP on the read-only port"),
+    Option("kubelet-token-file", parse_path, "/var/run/secrets/kubernetes.io/serviceaccount/token",
+           "bearer token for the kubelet HTTPS port"),
+    Option("kubelet-sync-interval", parse_duration, 10.0, "period of the full pod re-sync"),
+    Option("kubelet-sync-timeout", parse_duration, 3.0, "timeout of one pod list request"),
+    Option("collect-res-used-interval", parse_duration, 1.0, "usage collection period (<1s disables collection)"),
+    Option("collect-sys-metric-outdated-interval", parse_duration, 10.0,
+           "system usage is computed only from inputs newer than this"),
+    Option("tsdb-path", parse_path, "/metric-data/", "metric cache directory (sqlite file inside)"),
+    Option("tsdb-retention-duration", parse_duration, 12 * 3600.0, "metric cache retention on disk"),
+    Option("tsdb-max-bytes", parse_size, 100 * 2**20, "metric cache size cap on disk"),
+    Option("metric-cache-memory-window", parse_duration, 1800.0,
+           "points kept in memory (the largest window reporters query); older points are read from disk"),
+    Option("metric-cache-flush-interval", parse_duration, 10.0, "how often new points are written to disk"),
+    Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
+    Option("feature-gates", parse_gates, {}, "A=true,B=false (AllAlpha / AllBeta accepted)"),
+    Option("log-level", choice("debug", "info", "warning", "error"), "info", "log verbosity"),
+)
+OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
+
+DS_ROOTS = {"cgroup-root-dir": "/host-cgroup/", "sys-root-dir": "/host-sys/", "sys-fs-root-dir": "/host-sys-fs/",
+            "var-run-root-dir": "/host-var-run/", "run-root-dir": "/host-run/"}
+HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sys-fs-root-dir": "/sys/fs/",
+              "var-run-root-dir": "/var/run/", "run-root-dir": "/run/"}
+
+# The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
+# needed, metrics stay on loopback, the cache lives in ./var/.
+STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "tsdb-path": "./var/metric-data",
+                                      "addr": "127.0.0.1:9316"}
+
+
+@dataclass(frozen=True)
+class Config:
+    node_name: str
+    agent_mode: str
+    standalone: bool
+    cgroup_root_dir: str
+    sys_root_dir: str
+    sys_fs_root_dir: str
+    proc_root_dir: str
+    var_run_root_dir: str
+    run_root_dir: str
+    var_lib_kubelet_dir: str
+    cgroup_driver: str
+    pod_source: str
+    pods_file: str
+    kubeconfig: str
+    kubelet_address: str
+    kubelet_port: int
+    kubelet_read_only_port: int
+    kubelet_insecure_tls: bool
+    kubelet_token_file: str
+    kubelet_sync_interval: float
+    kubelet_sync_timeout: float
+    collect_res_used_interval: float
+    collect_sys_metric_outdated_interval: float
+    tsdb_path: str
+    tsdb_retention_duration: float
+    tsdb_max_bytes: int
+    metric_cache_memory_window: float
+    metric_cache_flush_interval: float
+    addr: tuple[str, int]
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    log_level: str = "info"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # option -> where its value came from
+
+    def gate(self, name: str) -> bool:
+        """Effective state of a feature gate (explicit setting, else upstream default)."""
+        if name not in DEFAULT_GATES:
+            raise KeyError(f"unknown feature gate {name!r}")
+        return self.feature_gates.get(name, DEFAULT_GATES[name])
+
+
+def _parse(option: Option, raw: Any, origin: str) -> Any:
+    try:
+        return option.parse(raw)
+    except ValueError as e:
+        raise ConfigError(f"{origin}: {option.name}: {e}") from None
+
+
+def load_file(path: str) -> dict[str, Any]:
+    """Read a YAML config file into {option-name: parsed value}; unknown keys are errors."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"config file {path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path}: not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping of option: value")
+    values: dict[str, Any] = {}
+    for key, raw in data.items():
+        option = OPTIONS_BY_NAME.get(str(key).replace("_", "-"))
+        if option is None:
+            raise ConfigError(f"config file {path}: unknown key {key!r}")
+        values[option.name] = _parse(option, raw, f"config file {path}")
+    return values
+
+
+def load_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Known KOORDLET_* variables plus upstream's NODE_NAME and agent_mode.
+
+    Unknown KOORDLET_* variables are ignored on purpose: Kubernetes injects KOORDLET_SERVICE_HOST-style
+    variables for any Service named koordlet, and refusing to start over them would be hostile.
+    """
+    values: dict[str, Any] = {}
+    if environ.get("NODE_NAME"):
+        values["node-name"] = environ["NODE_NAME"]
+    if environ.get("agent_mode") == "hostMode":
+        values["agent-mode"] = "host"
+    for option in OPTIONS:
+        if option.env in environ:
+            values[option.name] = _parse(option, environ[option.env], f"environment {option.env}")
+    return values
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse that raises ConfigError instead of printing and exiting, so the CLI owns exit codes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)     # "-node" must not silently mean "-node-name"
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"command line: {message}")
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Register every option as ``--name`` and Go-style ``-name``; values stay raw strings until build()."""
+    group = parser.add_argument_group("agent options (also YAML keys and KOORDLET_* env vars)")
+    for option in OPTIONS:
+        extra: dict[str, Any] = {"nargs": "?", "const": "true"} if option.parse is parse_bool else {}
+        group.add_argument(f"--{option.name}", f"-{option.name}", dest=f"opt_{option.attr}",
+                           default=None, metavar="V", help=option.help, **extra)
+    group.add_argument("--config", "-config", dest="config_file", default=None, help="YAML config file")
+
+
+def flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw = getattr(args, f"opt_{option.attr}", None)
+        if raw is not None:
+            values[option.name] = _parse(option, raw, "command line")
+    return values
+
+
+def build(*, file: str | None = None, flags: Mapping[str, Any] | None = None,
+          environ: Mapping[str, str] | None = None, require_node: bool = True,
+          hostname: Callable[[], str] = socket.gethostname) -> Config:
+    """Merge defaults < profile < file < env < flags into one frozen Config (flags already parsed).
+
+    ``require_node=False`` (doctor, topology) falls back to the hostname instead of refusing to start.
+    """
+    environ = os.environ if environ is None else environ
+    layers: list[tuple[str, dict[str, Any]]] = [("default", {o.name: o.default for o in OPTIONS})]
+    file_values = load_file(file) if file else {}
+    env_values = load_env(environ)
+    flag_vals = dict(flags or {})
+    standalone = any(layer.get("standalone") for layer in (file_values, env_values, flag_vals))
+    if standalone:
+        layers.append(("standalone profile", {k: _parse(OPTIONS_BY_NAME[k], v, "profile")
+                                               for k, v in STANDALONE_PROFILE.items()} | {"standalone": True}))
+    layers += [(f"file {file}", file_values), ("environment", env_values), ("command line", flag_vals)]
+
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    gates: dict[str, bool] = {}
+    for origin, values in layers:
+        for name, value in values.items():
+            if name == "feature-gates":
+                gates.update(value)       # gates merge key by key across layers
+            merged[name] = value
+            sources[name] = origin
+
+    mode = merged["agent-mode"]
+    if mode == "auto":
+        mode = "daemonset" if os.path.isdir("/host-sys") else "host"
+    roots = DS_ROOTS if mode == "daemonset" else HOST_ROOTS
+    for name, default in roots.items():
+        if merged[name] is None:
+            merged[name] = default
+    if not merged["node-name"]:
+        if not standalone and require_node:
+            raise ConfigError("node-name: required outside standalone mode (set NODE_NAME or --node-name)")
+        merged["node-name"] = hostname()
+        sources["node-name"] = "hostname"
+    if merged["pod-source"] == "auto":
+        merged["pod-source"] = "standalone" if standalone else "kubelet"
+    if merged["pods-file"] and merged["pod-source"] != "standalone":
+        raise ConfigError("pods-file: only used with pod-source=standalone")
+    interval = merged["collect-res-used-interval"]
+    if 0 < interval < 0.1:
+        raise ConfigError(f"collect-res-used-interval: {interval}s is below the 100ms floor")
+
+    kwargs = {OPTIONS_BY_NAME[name].attr: value for name, value in merged.items()}
+    kwargs.update(agent_mode=mode, standalone=standalone, feature_gates=gates, sources=sources)
+    return Config(**kwargs)
+
+
+def describe(config: Config) -> list[tuple[str, str, str]]:
+    """(option, value, origin) rows for `koordlet run --once` and start-up logs."""
+    rows = []
+    for f in dataclasses.fields(config):
+        if f.name == "sources":
+            continue
+        name = f.name.replace("_", "-")
+        rows.append((name, repr(getattr(config, f.name)), config.sources.get(name, "derived")))
+    return rows

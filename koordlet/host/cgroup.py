@@ -1,0 +1,347 @@
+"""cgroup v1/v2 and the kubelet's kubepods tree (cgroupfs and systemd naming).
+
+Facts: reference/qos-enforcement.md §1.4 and reference/metrics-and-reports.md §2. A *relative dir* is the
+cgroup path below the hierarchy root (``kubepods/burstable/pod<uid>``); on v1 it sits under each subsystem
+directory (``<root>/cpu/<rel>``), on v2 directly under the root.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import enum
+import os
+import re
+from dataclasses import dataclass
+
+from koordlet.host.fs import parse_kv, read_bytes
+from koordlet.host.paths import HostPaths
+
+CGROUP2_SUPER_MAGIC = 0x63677270
+
+
+class CgroupVersion(enum.IntEnum):
+    V1 = 1
+    V2 = 2
+
+
+class Driver(str, enum.Enum):
+    CGROUPFS = "cgroupfs"
+    SYSTEMD = "systemd"
+
+
+class KubeQOS(str, enum.Enum):
+    """Kubernetes QoS class; it alone decides the cgroup parent (never the koordinator class)."""
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BESTEFFORT = "BestEffort"
+
+
+class _StatFs(ctypes.Structure):
+    # struct statfs on 64-bit Linux: f_type comes first; the rest is read but unused.
+    _fields_ = [("f_type", ctypes.c_long), ("_rest", ctypes.c_byte * 112)]
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def fs_magic(path: str) -> int:
+    """statfs(2) f_type of the filesystem holding ``path`` (os.statvfs does not expose it)."""
+    buf = _StatFs()
+    if _libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return buf.f_type & 0xFFFFFFFF
+
+
+def detect_version(root: str) -> CgroupVersion:
+    """v2 when the root is a cgroup2 mount (upstream's rule), or a non-cgroup tree that looks unified.
+
+    The second case covers test trees and bind mounts that are not the mount point itself: a unified
+    hierarchy always has ``cgroup.controllers`` at its top, a v1 tmpfs of per-subsystem mounts never does.
+    """
+    if fs_magic(root) == CGROUP2_SUPER_MAGIC:
+        return CgroupVersion.V2
+    return CgroupVersion.V2 if os.path.exists(os.path.join(root, "cgroup.controllers")) else CgroupVersion.V1
+
+
+# --------------------------------------------------------------------------------------------------
+# container ids and directory names
+# --------------------------------------------------------------------------------------------------
+
+# runtime name in containerStatus.containerID -> systemd scope prefix
+SCOPE_PREFIX = {"containerd": "cri-containerd-", "docker": "docker-", "cri-o": "crio-", "pouch": "pouch-"}
+_PREFIX_RUNTIME = {v: k for k, v in SCOPE_PREFIX.items()}
+_ID_RE = re.compile(r"[0-9A-Za-z]{1,128}")
+_UID_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,127}")
+
+
+def parse_container_id(raw: str) -> tuple[str, str]:
+    """``containerd://<id>`` -> ("containerd", "<id>"); anything unsafe for a path is refused."""
+    runtime, sep, cid = raw.partition("://")
+    if not sep or runtime not in SCOPE_PREFIX:
+        raise ValueError(f"container id {raw!r}: expected <runtime>://<id> with runtime one of "
+                         f"{', '.join(SCOPE_PREFIX)}")
+    if not _ID_RE.fullmatch(cid):
+        raise ValueError(f"container id {raw!r}: id must be 1-128 alphanumerics")
+    return runtime, cid
+
+
+def check_pod_uid(uid: str) -> str:
+    """Pod UIDs end up in cgroup paths, so only UUID/hash characters are accepted."""
+    if not _UID_RE.fullmatch(uid):
+        raise ValueError(f"pod uid {uid!r}: expected a UUID or hash")
+    return uid
+
+
+_QOS_SUFFIX = {KubeQOS.GUARANTEED: "", KubeQOS.BURSTABLE: "burstable", KubeQOS.BESTEFFORT: "besteffort"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Names of the kubepods tree for one cgroup driver."""
+    driver: Driver
+
+    @property
+    def root(self) -> str:
+        return "kubepods.slice" if self.driver is Driver.SYSTEMD else "kubepods"
+
+    def qos_dir(self, qos: KubeQOS) -> str:
+        suffix = _QOS_SUFFIX[qos]
+        if not suffix:
+            return self.root
+        if self.driver is Driver.SYSTEMD:
+            return f"{self.root}/kubepods-{suffix}.slice"
+        return f"{self.root}/{suffix}"
+
+    def pod_dir(self, qos: KubeQOS, uid: str) -> str:
+        check_pod_uid(uid)
+        if self.driver is Driver.SYSTEMD:
+            suffix = _QOS_SUFFIX[qos]
+            stem = f"kubepods-{suffix}-pod" if suffix else "kubepods-pod"
+            return f"{self.qos_dir(qos)}/{stem}{uid.replace('-', '_')}.slice"
+        return f"{self.qos_dir(qos)}/pod{uid}"
+
+    def container_dir(self, pod_dir: str, runtime: str, cid: str) -> str:
+        if self.driver is Driver.SYSTEMD:
+            return f"{pod_dir}/{SCOPE_PREFIX[runtime]}{cid}.scope"
+        return f"{pod_dir}/{cid}"
+
+    def pod_uid_of(self, qos: KubeQOS, name: str) -> str | None:
+        """Inverse of pod_dir's last component; None for anything that is not a pod dir of that QoS."""
+        if self.driver is Driver.SYSTEMD:
+            suffix = _QOS_SUFFIX[qos]
+            stem = f"kubepods-{suffix}-pod" if suffix else "kubepods-pod"
+            if not (name.startswith(stem) and name.endswith(".slice")):
+                return None
+            uid = name[len(stem):-len(".slice")].replace("_", "-")
+        else:
+            if not name.startswith("pod"):
+                return None
+            uid = name[3:]
+        return uid if _UID_RE.fullmatch(uid) else None
+
+    def container_of(self, name: str) -> tuple[str, str] | None:
+        """(runtime, id) from a container dir name; cgroupfs names carry no runtime (reported as "")."""
+        if self.driver is Driver.SYSTEMD:
+            if not name.endswith(".scope"):
+                return None
+            for prefix, runtime in _PREFIX_RUNTIME.items():
+                if name.startswith(prefix):
+                    cid = name[len(prefix):-len(".scope")]
+                    return (runtime, cid) if _ID_RE.fullmatch(cid) else None
+            return None
+        return ("", name) if _ID_RE.fullmatch(name) else None
+
+
+def detect_driver(root: str, version: CgroupVersion, paths: HostPaths) -> tuple[Driver, str]:
+    """Upstream's order: existing kubepods dir name, then the kubelet's flags/config, else systemd."""
+    base = root if version is CgroupVersion.V2 else os.path.join(root, "cpu")
+    if os.path.isdir(os.path.join(base, "kubepods.slice")):
+        return Driver.SYSTEMD, "kubepods.slice exists"
+    if os.path.isdir(os.path.join(base, "kubepods")):
+        return Driver.CGROUPFS, "kubepods exists"
+    found = _kubelet_driver(paths)
+    if found:
+        return found
+    return Driver.SYSTEMD, "no kubepods tree and no kubelet found; upstream default"
+
+
+def _kubelet_driver(paths: HostPaths) -> tuple[Driver, str] | None:
+    try:
+        pids = [p for p in os.listdir(paths.proc_root) if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            if read_bytes(paths.proc(pid, "comm")).strip() != b"kubelet":
+                continue
+            args = [a.decode("utf-8", "replace") for a in read_bytes(paths.proc(pid, "cmdline")).split(b"\0")]
+        except OSError:
+            continue
+        config_file = None
+        for i, arg in enumerate(args):
+            name, sep, value = arg.partition("=")
+            if not sep and i + 1 < len(args):
+                value = args[i + 1]
+            if name == "--cgroup-driver" and value in ("cgroupfs", "systemd"):
+                return Driver(value), f"kubelet pid {pid} --cgroup-driver"
+            if name == "--config":
+                config_file = value
+        if config_file is None:
+            return Driver.CGROUPFS, f"kubelet pid {pid} without --config uses cgroupfs"
+        if not os.path.isabs(config_file):
+            config_file = os.path.join(paths.proc(pid, "cwd"), config_file)
+        try:
+            for line in read_bytes(config_file).decode("utf-8", "replace").splitlines():
+                key, _, value = line.strip().partition(":")
+                if key == "cgroupDriver" and value.strip().strip("'\"") in ("cgroupfs", "systemd"):
+                    return Driver(value.strip().strip("'\"")), f"kubelet config {config_file}"
+        except OSError:
+            pass
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# readers
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """One memory cgroup reading, with the derived quantities upstream and kubelet use."""
+    usage: int            # memory.usage_in_bytes (v1) / memory.current (v2)
+    anon: int             # inactive_anon + active_anon + unevictable: upstream's "usage without page cache"
+    file: int             # active_file + inactive_file
+    inactive_file: int
+
+    @property
+    def working_set(self) -> int:
+        """usage − inactive_file, floored at 0 (kubelet/cAdvisor's working set)."""
+        return max(self.usage - self.inactive_file, 0)
+
+    @property
+    def with_page_cache(self) -> int:
+        return self.anon + self.file
+
+
+_V1_MEM_KEYS = (b"total_inactive_anon", b"total_active_anon", b"total_unevictable",
+                b"total_active_file", b"total_inactive_file")
+_V2_MEM_KEYS = (b"inactive_anon", b"active_anon", b"unevictable", b"active_file", b"inactive_file")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFiles:
+    """Absolute paths of the files one usage reading needs, computed once per cgroup, not per cycle."""
+    cpu: str
+    memory_stat: str
+    memory_usage: str
+
+
+class Cgroups:
+    """One cgroup hierarchy (v1 or v2) under a root, with the kubepods layout of one driver."""
+
+    def __init__(self, root: str, version: CgroupVersion, driver: Driver) -> None:
+        self.root = root
+        self.version = version
+        self.layout = Layout(driver)
+        self._mem_keys = _V1_MEM_KEYS if version is CgroupVersion.V1 else _V2_MEM_KEYS
+
+    @classmethod
+    def detect(cls, paths: HostPaths, driver: str = "auto") -> "Cgroups":
+        version = detect_version(paths.cgroup_root)
+        drv = Driver(driver) if driver != "auto" else detect_driver(paths.cgroup_root, version, paths)[0]
+        return cls(paths.cgroup_root, version, drv)
+
+    def path(self, subsystem: str, rel: str, file: str = "") -> str:
+        """v1: <root>/<subsystem>/<rel>/<file>; v2: <root>/<rel>/<file>."""
+        if self.version is CgroupVersion.V1:
+            return os.path.join(self.root, subsystem, rel, file)
+        return os.path.join(self.root, rel, file)
+
+    def listing_dir(self, rel: str) -> str:
+        """The directory whose children are listed/watched for pods and containers (v1: cpu, as upstream)."""
+        return self.path("cpu", rel)
+
+    # --- usage --------------------------------------------------------------------------------------
+
+    def usage_files(self, rel: str) -> UsageFiles:
+        if self.version is CgroupVersion.V1:
+            return UsageFiles(self.path("cpuacct", rel, "cpuacct.usage"),
+                              self.path("memory", rel, "memory.stat"),
+                              self.path("memory", rel, "memory.usage_in_bytes"))
+        return UsageFiles(self.path("", rel, "cpu.stat"), self.path("", rel, "memory.stat"),
+                          self.path("", rel, "memory.current"))
+
+    def read_cpu_ns(self, files: UsageFiles) -> int:
+        """Cumulative CPU time in ns: cpuacct.usage (v1) or cpu.stat usage_usec × 1000 (v2)."""
+        data = read_bytes(files.cpu)
+        if self.version is CgroupVersion.V1:
+            return int(data)
+        usec = parse_kv(data).get(b"usage_usec")
+        if usec is None:
+            raise ValueError(f"{files.cpu}: no usage_usec")
+        return usec * 1000
+
+    def read_memory(self, files: UsageFiles) -> MemoryUsage:
+        stat = parse_kv(read_bytes(files.memory_stat))
+        usage = int(read_bytes(files.memory_usage))
+        try:
+            ia, aa, ue, af, inf = (stat[k] for k in self._mem_keys)
+        except KeyError as e:
+            raise ValueError(f"{files.memory_stat}: missing {e.args[0].decode()}") from None
+        return MemoryUsage(usage=usage, anon=ia + aa + ue, file=af + inf, inactive_file=inf)
+
+    # --- limits (BE collector) ----------------------------------------------------------------------
+
+    def read_cpuset(self, rel: str) -> str:
+        name = "cpuset.cpus" if self.version is CgroupVersion.V1 else "cpuset.cpus.effective"
+        return read_bytes(self.path("cpuset", rel, name)).decode().strip()
+
+    def read_cfs_quota(self, rel: str) -> tuple[int, int]:
+        """(quota_us, period_us); quota −1 means unlimited on both versions."""
+        if self.version is CgroupVersion.V1:
+            return (int(read_bytes(self.path("cpu", rel, "cpu.cfs_quota_us"))),
+                    int(read_bytes(self.path("cpu", rel, "cpu.cfs_period_us"))))
+        q, p = read_bytes(self.path("cpu", rel, "cpu.max")).split()
+        return (-1 if q == b"max" else int(q)), int(p)
+
+    # --- discovery ----------------------------------------------------------------------------------
+
+    def list_pods(self) -> list[tuple[KubeQOS, str, str]]:
+        """(kube QoS, uid, relative dir) of every pod dir found in the kubepods tree."""
+        found = []
+        for qos in KubeQOS:
+            parent = self.layout.qos_dir(qos)
+            try:
+                names = os.listdir(self.listing_dir(parent))
+            except OSError:
+                continue
+            for name in names:
+                uid = self.layout.pod_uid_of(qos, name)
+                if uid is not None:
+                    found.append((qos, uid, f"{parent}/{name}"))
+        return found
+
+    def list_containers(self, pod_rel: str) -> list[tuple[str, str, str]]:
+        """(runtime or "", id, relative dir) for each container-looking child of a pod dir."""
+        try:
+            names = os.listdir(self.listing_dir(pod_rel))
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            parsed = self.layout.container_of(name)
+            if parsed is not None:
+                out.append((parsed[0], parsed[1], f"{pod_rel}/{name}"))
+        return out
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """Kernel cpu list format ("0-3,8,10-11") to sorted CPU ids."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+    return sorted(cpus)

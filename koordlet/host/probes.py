@@ -1,0 +1,144 @@
+"""Kernel feature probes: what this host supports and, when not, why. Feeds ``koordlet doctor``.
+
+Each probe looks at the real interface the feature would use (the cgroup file, the syscall, the mount),
+so the answer is what enforcement would meet, not what a kernel version suggests.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+from koordlet.host import coresched, perf
+from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS, detect_driver
+from koordlet.host.fs import read_text
+from koordlet.host.paths import HostPaths
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    supported: bool
+    detail: str
+
+
+def _cpu_flags(paths: HostPaths) -> set[str]:
+    try:
+        for line in read_text(paths.proc("cpuinfo")).splitlines():
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _file_probe(name: str, path: str, what: str) -> Feature:
+    if not os.path.exists(path):
+        return Feature(name, False, f"{path} missing: {what}")
+    if not os.access(path, os.W_OK):
+        return Feature(name, False, f"{path} present but not writable by this process")
+    return Feature(name, True, path)
+
+
+def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
+    v1 = cgroups.version is CgroupVersion.V1
+    features: list[Feature] = []
+    add = features.append
+
+    add(Feature("cgroup version", True, "v1 (per-subsystem hierarchies)" if v1 else "v2 (unified)"))
+    driver, why = detect_driver(cgroups.root, cgroups.version, paths)
+    add(Feature("cgroup driver", True, f"{cgroups.layout.driver.value} (detected: {driver.value}, {why})"))
+    kubepods = cgroups.listing_dir(cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
+    add(Feature("kubepods tree", os.path.isdir(kubepods),
+                kubepods if os.path.isdir(kubepods) else f"{kubepods} missing: no kubelet pods on this host"))
+
+    if v1:
+        for subsystem in ("cpu", "cpuacct", "cpuset", "memory", "blkio", "net_cls"):
+            d = os.path.join(cgroups.root, subsystem)
+            add(Feature(f"controller {subsystem}", os.path.isdir(d),
+                        d if os.path.isdir(d) else f"{d} not mounted"))
+    else:
+        try:
+            controllers = set(read_text(os.path.join(cgroups.root, "cgroup.controllers")).split())
+        except OSError as e:
+            controllers = set()
+            add(Feature("controllers", False, f"cgroup.controllers unreadable: {e.strerror}"))
+        for c in ("cpu", "cpuset", "memory", "io"):
+            add(Feature(f"controller {c}", c in controllers,
+                        "enabled" if c in controllers else "not in cgroup.controllers"))
+
+    cpu_root = cgroups.path("cpu", "")
+    add(Feature("collection", os.access(cgroups.usage_files("").memory_stat, os.R_OK),
+                "cgroup usage files readable" if os.access(cgroups.usage_files("").memory_stat, os.R_OK)
+                else "root memory.stat unreadable"))
+    writable = os.geteuid() == 0 and os.access(cpu_root, os.W_OK)
+    add(Feature("enforcement", writable, "root and the cgroup tree is writable" if writable
+                else f"not root (uid={os.geteuid()}) or {cpu_root} read-only: collection only"))
+    add(_file_probe("cpu.idle (BE sched idle)", os.path.join(cpu_root, "cpu.idle"),
+                    "kernel < 5.15 or no CONFIG_FAIR_GROUP_SCHED"))
+    add(_file_probe("group identity (cpu.bvt_warp_ns)", os.path.join(cpu_root, "cpu.bvt_warp_ns"),
+                    "only Alibaba Cloud Linux / Anolis kernels have it"))
+    add(_file_probe("cpu burst", os.path.join(cpu_root, "cpu.cfs_burst_us" if v1 else "cpu.max.burst"),
+                    "kernel < 5.14"))
+    try:
+        coresched.get_cookie(0)
+        add(Feature("core scheduling", True, "prctl(PR_SCHED_CORE) works"))
+    except OSError as e:
+        why = {errno.EINVAL: "kernel built without CONFIG_SCHED_CORE",
+               errno.ENODEV: "no SMT siblings on this machine"}.get(e.errno, e.strerror)
+        add(Feature("core scheduling", False, f"prctl(PR_SCHED_CORE): {why}"))
+
+    resctrl = paths.sys_fs("resctrl")
+    flags = _cpu_flags(paths)
+    if os.path.exists(os.path.join(resctrl, "info", "L3", "cbm_mask")):
+        add(Feature("resctrl (LLC/MB)", True, f"{resctrl} mounted; mba={'yes' if 'mba' in flags else 'no'}"))
+    elif "cat_l3" in flags:
+        add(Feature("resctrl (LLC/MB)", False, f"CPU has cat_l3 but {resctrl} is not mounted"))
+    else:
+        add(Feature("resctrl (LLC/MB)", False, "CPU exposes no cat_l3 (no RDT/PQoS, typical of VMs)"))
+
+    try:
+        os.close(perf.perf_event_open(perf.PERF_TYPE_HARDWARE, perf.PERF_COUNT_HW_CPU_CYCLES, 0, -1))
+        add(Feature("hardware perf counters (CPI)", True, "perf_event_open(cycles) works"))
+    except OSError as e:
+        why = {errno.ENOENT: "no hardware PMU exposed (typical of VMs)",
+               errno.EACCES: "denied by kernel.perf_event_paranoid",
+               errno.EPERM: "denied by kernel.perf_event_paranoid"}.get(e.errno, e.strerror)
+        add(Feature("hardware perf counters (CPI)", False, f"perf_event_open(cycles): {why}"))
+
+    psi_file = cgroups.path("cpuacct", "", "cpu.pressure") if v1 else cgroups.path("", "", "cpu.pressure")
+    if os.path.exists(psi_file):
+        add(Feature("PSI per cgroup", True, psi_file))
+    elif os.path.exists(paths.proc("pressure", "cpu")):
+        add(Feature("PSI per cgroup", False, "node PSI only: cgroup v1 has no per-cgroup pressure files "
+                                              "(Anolis kernels add them)"))
+    else:
+        add(Feature("PSI per cgroup", False, "kernel without CONFIG_PSI or psi=0"))
+
+    kidled = paths.sys("kernel", "mm", "kidled", "scan_period_in_seconds")
+    add(Feature("cold memory (kidled)", os.path.exists(kidled),
+                kidled if os.path.exists(kidled) else "no kidled: Alibaba Cloud Linux / Anolis kernels only"))
+    mem_root = cgroups.path("memory", "")
+    if v1:
+        add(_file_probe("memory QoS (memory.min)", os.path.join(mem_root, "memory.min"),
+                        "cgroup v1 has memory.min only on Anolis kernels"))
+        add(_file_probe("blkio throttle", os.path.join(cgroups.path("blkio", ""),
+                                                        "blkio.throttle.read_bps_device"), "no blkio throttling"))
+        add(_file_probe("net_cls classid", os.path.join(cgroups.path("net_cls", ""), "net_cls.classid"),
+                        "net_cls controller not mounted"))
+    else:
+        kube = cgroups.path("", cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
+        add(Feature("memory QoS (memory.min)", "memory" in read_text_or_empty(
+            os.path.join(cgroups.root, "cgroup.subtree_control")), "memory controller delegated to children"
+            f" ({kube})"))
+        add(Feature("io.max / io.weight", "io" in read_text_or_empty(
+            os.path.join(cgroups.root, "cgroup.subtree_control")), "io controller in cgroup.subtree_control"))
+    return features
+
+
+def read_text_or_empty(path: str) -> str:
+    try:
+        return read_text(path)
+    except OSError:
+        return ""

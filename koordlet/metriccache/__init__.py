@@ -1,0 +1,21 @@
+"""Local time-series store of the koordlet ("metric cache").
+
+Collectors append :class:`Sample` s, reporters :meth:`MetricCache.query` a window
+and read an aggregate from the :class:`AggregateResult`.  See
+:mod:`koordlet.metriccache.store` for the memory/sqlite design.
+"""
+
+from koordlet.metriccache.aggregate import AGGREGATION_KINDS, AggregateResult, EmptyError, percentile
+from koordlet.metriccache.store import Labels, MetricCache, Sample, labels, make_labels
+
+__all__ = [
+    "AGGREGATION_KINDS",
+    "AggregateResult",
+    "EmptyError",
+    "Labels",
+    "MetricCache",
+    "Sample",
+    "labels",
+    "make_labels",
+    "percentile",
+]

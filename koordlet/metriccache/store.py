@@ -1,0 +1,748 @@
+"""The koordlet metric cache: a small local time-series store.
+
+Collectors append ~600 samples every second (200 containers x a few metrics)
+and reporters query windows of up to 30 minutes and aggregate them; a few
+consumers (resource estimation) want hours.  Two tiers make that fit inside the
+agent's 120 MiB RSS budget:
+
+* **Memory** holds only the last ``memory_window`` seconds (default 30 min, the
+  widest window the reporters ask for).  Each series is a pair of
+  ``array.array`` columns — ``'q'`` int64 millisecond timestamps and ``'d'``
+  float64 values — i.e. 16 bytes a point.  12 h of 1 s points for 400 series as
+  Python ``float``/``tuple`` objects would be ~300 MB; as arrays of only 30 min
+  it is ~12 MB.  Trimming happens in batches from the front (in :meth:`trim`,
+  never in :meth:`append`) so appends stay O(1) amortised.
+* **sqlite** (one file, ``<path>/metrics.db``) keeps everything up to
+  ``retention`` (default 12 h) so a restart loses nothing inside that window
+  and long windows are still answerable.  Each :meth:`flush` writes one chunk
+  row per series (zlib-compressed delta-encoded timestamps + raw float64
+  values) in a single transaction: one fsync-free WAL commit per ~10 s instead
+  of one row per point.
+
+Queries are transparent across the tiers.  The cache keeps a global
+*memory floor* (the last trim/open cutoff, in ms) with the invariant:
+
+* every point with ``ts >= floor`` is in memory;
+* every point with ``ts < floor`` that is no longer in memory is on disk.
+
+So a query takes from disk only points with ``ts < floor`` and from memory the
+points with ``ts >= floor`` plus those not yet flushed; each point is returned
+exactly once even with out-of-order (late) samples.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import math
+import operator
+import os
+import sqlite3
+import sys
+import threading
+import time
+import zlib
+from array import array
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from itertools import accumulate, islice
+
+from koordlet.metriccache.aggregate import AggregateResult
+
+__all__ = ["Labels", "MetricCache", "Sample", "labels", "make_labels"]
+
+log = logging.getLogger("koordlet.metriccache")
+
+#: A label set: ``(key, value)`` pairs sorted by key, so that equal label sets
+#: are equal, hashable tuples and can key a dict directly on the hot path.
+Labels = tuple[tuple[str, str], ...]
+
+_DB_FILE = "metrics.db"
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS series (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    UNIQUE (name, labels)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    series_id INTEGER NOT NULL,
+    start_ms INTEGER NOT NULL,
+    end_ms INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    ts BLOB NOT NULL,
+    vals BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_series_end ON chunks (series_id, end_ms);
+CREATE INDEX IF NOT EXISTS chunks_end ON chunks (end_ms);
+"""
+# sqlite's default SQLITE_MAX_VARIABLE_NUMBER was 999 before 3.32; stay below it.
+_IN_BATCH = 500
+_MS_MIN = -(2**62)
+_MS_MAX = 2**62
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def make_labels(mapping: Mapping[str, str]) -> Labels:
+    """Canonical :data:`Labels` for a mapping (sorted by key)."""
+    return tuple(sorted((str(k), str(v)) for k, v in mapping.items()))
+
+
+def labels(**kv: str) -> Labels:
+    """``labels(pod_uid="abc")`` -> ``(("pod_uid", "abc"),)``."""
+    return make_labels(kv)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One observation of one series.
+
+    ``labels`` must be canonical (sorted by key) because the cache keys series
+    by ``(name, labels)`` without re-sorting on the hot path; an unsorted tuple
+    (or a list) is normalised once here, at construction, instead.
+    """
+
+    name: str
+    labels: Labels
+    ts: float
+    value: float
+
+    def __post_init__(self) -> None:
+        lb = self.labels
+        # Fast path for the common 0/1-label case: collectors build ~600 of
+        # these a second, so no generator here.
+        if type(lb) is tuple and (len(lb) < 2 or _sorted_pairs(lb)):
+            return
+        object.__setattr__(self, "labels", tuple(sorted(tuple(p) for p in lb)))
+
+
+def _sorted_pairs(lb: Labels) -> bool:
+    prev = lb[0][0]
+    for k, _ in lb[1:]:
+        if k < prev:
+            return False
+        prev = k
+    return True
+
+
+def _to_ms(seconds: float) -> int:
+    """Seconds -> int milliseconds, clamping infinities so ``query(.., 0, inf)`` works."""
+    if math.isinf(seconds):
+        return _MS_MAX if seconds > 0 else _MS_MIN
+    return round(seconds * 1000)
+
+
+def _labels_json(lb: Labels) -> str:
+    """Canonical JSON (sorted keys, no spaces): the UNIQUE(name, labels) key in sqlite."""
+    return json.dumps(dict(lb), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _encode(ts: array, vals: array) -> tuple[bytes, bytes]:
+    """Chunk blobs: zlib(delta-encoded little-endian int64), zlib(little-endian float64).
+
+    Collector timestamps are ~1000 ms apart, so the deltas compress to almost
+    nothing; values are stored as-is (float noise barely compresses, but zlib
+    still wins on constant series such as limits and counts).
+    """
+    deltas = array("q", ts[:1])
+    deltas.extend(map(operator.sub, islice(ts, 1, None), ts))
+    v = vals
+    if _BIG_ENDIAN:
+        deltas.byteswap()
+        v = array("d", vals)
+        v.byteswap()
+    return zlib.compress(deltas.tobytes()), zlib.compress(v.tobytes())
+
+
+def _decode(ts_blob: bytes, vals_blob: bytes, n: int) -> tuple[array, array]:
+    """Inverse of :func:`_encode`; raises ValueError/zlib.error on a damaged chunk."""
+    deltas = array("q")
+    deltas.frombytes(zlib.decompress(ts_blob))
+    vals = array("d")
+    vals.frombytes(zlib.decompress(vals_blob))
+    if _BIG_ENDIAN:
+        deltas.byteswap()
+        vals.byteswap()
+    if len(deltas) != n or len(vals) != n:
+        raise ValueError(f"chunk length mismatch: n={n} ts={len(deltas)} vals={len(vals)}")
+    return array("q", accumulate(deltas)), vals
+
+
+def _incremental_vacuum(conn: sqlite3.Connection) -> None:
+    """Return all free pages to the filesystem.
+
+    ``conn.execute("PRAGMA incremental_vacuum")`` steps the statement only once
+    and so frees a single page (the pragma yields no rows, so ``fetchall()``
+    doesn't help); ``executescript`` runs it to completion.  Must be called
+    outside an explicit transaction (executescript commits first).
+    """
+    conn.executescript("PRAGMA incremental_vacuum")
+
+
+def _matches(lb: Labels, want: Mapping[str, str] | None) -> bool:
+    """Subset match: the series has every requested pair (None/{} matches all)."""
+    if not want:
+        return True
+    have = dict(lb)
+    for k, v in want.items():
+        if have.get(k) != v:
+            return False
+    return True
+
+
+class _Series:
+    """In-memory columns of one series.
+
+    ``flushed`` is the number of leading points already in sqlite, so a flush
+    writes exactly ``[flushed:]``.  ``in_order`` stays True while every append
+    is >= the previous maximum timestamp, which lets queries and trims use
+    ``bisect`` instead of a Python-level scan (the overwhelmingly common case).
+    """
+
+    __slots__ = ("name", "labels", "ts", "vals", "flushed", "max_ms", "in_order", "sid")
+
+    def __init__(self, name: str, lb: Labels, sid: int | None) -> None:
+        self.name = name
+        self.labels = lb
+        self.ts: array = array("q")
+        self.vals: array = array("d")
+        self.flushed = 0
+        self.max_ms = _MS_MIN
+        self.in_order = True
+        self.sid = sid
+
+    def recheck_order(self) -> None:
+        """Recompute ``in_order``/``max_ms`` after points were removed or bulk-loaded."""
+        ts = self.ts
+        self.in_order = all(map(operator.le, ts, islice(ts, 1, None)))
+        self.max_ms = max(ts) if ts else _MS_MIN
+
+    def drop_front(self, cutoff_ms: int) -> int:
+        """Remove the leading points older than ``cutoff_ms``; return how many.
+
+        Only a prefix is removed: an out-of-order straggler behind a newer
+        point stays until the points ahead of it age out.  That keeps trimming
+        a cheap slice deletion, and the straggler is still answered correctly
+        (memory floor invariant), so nothing is lost or duplicated.
+        """
+        ts = self.ts
+        if self.in_order:
+            k = bisect.bisect_left(ts, cutoff_ms)
+        else:
+            k = 0
+            n = len(ts)
+            while k < n and ts[k] < cutoff_ms:
+                k += 1
+        if k:
+            del ts[:k]
+            del self.vals[:k]
+            self.flushed = max(0, self.flushed - k)
+            if not self.in_order:
+                self.recheck_order()
+        return k
+
+
+class MetricCache:
+    """Thread-safe two-tier metric store (see the module docstring for the design).
+
+    One :class:`threading.Lock` guards everything: the collector thread
+    appends, HTTP/reporter threads query and a daemon loop flushes/trims.  The
+    critical sections are short (array appends, bisect+slice, one sqlite
+    transaction) so a single lock is simpler than finer locking and costs
+    nothing measurable at 600 samples/s.
+
+    Disk problems never raise out of this class: an unreadable db at open is
+    moved aside and replaced; a failing flush/trim/query is logged and the
+    cache keeps serving from memory.  The agent must not die because its
+    metric history is damaged.
+    """
+
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        retention: float = 12 * 3600,
+        memory_window: float = 1800,
+        max_bytes: int = 100 * 2**20,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if retention <= 0 or memory_window <= 0:
+            raise ValueError(f"retention and memory_window must be > 0: retention={retention} memory_window={memory_window}")
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0: {max_bytes}")
+        self._retention = float(retention)
+        self._memory_window = float(memory_window)
+        self._max_bytes = int(max_bytes)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        # (name, labels) -> series: the one dict the hot path touches.
+        self._series: dict[tuple[str, Labels], _Series] = {}
+        # name -> labels -> series: so query/series() only look at one metric's series.
+        self._by_name: dict[str, dict[Labels, _Series]] = {}
+        # name -> labels -> sqlite series id, for every series row on disk
+        # (including series no longer in memory, which long windows still need).
+        self._db_series: dict[str, dict[Labels, int]] = {}
+        self._floor_ms = _MS_MIN
+        self._kv: dict[str, object] = {}
+        self._conn: sqlite3.Connection | None = None
+        self._db_path: str | None = None
+        if path is not None:
+            self._open_db(os.fspath(path))
+
+    # ------------------------------------------------------------------ open
+
+    def _open_db(self, directory: str) -> None:
+        """Open (or create) ``<directory>/metrics.db`` and load the memory window from it.
+
+        A damaged file is moved aside (``metrics.db.corrupt-<unix ts>``) and a
+        fresh one created; if even that fails the cache runs memory-only.
+        """
+        try:
+            created = not os.path.isdir(directory)
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            if created:
+                os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
+        except OSError as e:
+            log.error("metric cache directory unusable path=%s error=%s; running memory-only", directory, e)
+            return
+        db_path = os.path.join(directory, _DB_FILE)
+        self._db_path = db_path
+        try:
+            self._conn = self._connect_and_load(db_path)
+            return
+        except (sqlite3.Error, zlib.error, ValueError, TypeError, KeyError, OverflowError) as e:
+            log.error("metric cache db unreadable path=%s error=%s; starting empty", db_path, e)
+        self._reset_memory()
+        aside = f"{db_path}.corrupt-{int(self._clock())}"
+        try:
+            os.replace(db_path, aside)
+            if os.path.exists(db_path + "-wal"):
+                os.replace(db_path + "-wal", aside + "-wal")
+            if os.path.exists(db_path + "-shm"):
+                os.remove(db_path + "-shm")
+            log.error("metric cache db moved aside path=%s moved_to=%s", db_path, aside)
+        except OSError as e:
+            log.error("metric cache db could not be moved aside path=%s error=%s", db_path, e)
+        try:
+            self._conn = self._connect_and_load(db_path)
+        except (sqlite3.Error, zlib.error, ValueError, OSError) as e:
+            self._reset_memory()
+            self._conn = None
+            log.error("metric cache db unusable path=%s error=%s; running memory-only", db_path, e)
+
+    def _reset_memory(self) -> None:
+        self._series.clear()
+        self._by_name.clear()
+        self._db_series.clear()
+        self._floor_ms = _MS_MIN
+
+    def _connect_and_load(self, db_path: str) -> sqlite3.Connection:
+        """Connect, configure, check and load; closes the connection on any failure.
+
+        * WAL + ``synchronous=NORMAL``: commits don't fsync (only checkpoints
+          do); a power cut can lose the last flush but never corrupts the file,
+          which is the right trade for advisory metrics.
+        * ``auto_vacuum=INCREMENTAL`` (must be set before the first table is
+          created): lets :meth:`trim` hand freed pages back to the filesystem
+          so ``max_bytes`` bounds the real file size.
+        * ``quick_check`` at open turns silent damage into the move-aside path
+          instead of errors at 3 a.m. in the middle of a query.
+        """
+        conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False, timeout=5.0)
+        try:
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            conn.execute("PRAGMA synchronous=NORMAL")
+            check = conn.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                raise sqlite3.DatabaseError(f"quick_check failed: {check[:3]}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, _SCHEMA_VERSION):
+                raise sqlite3.DatabaseError(f"unsupported schema version {version}")
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            self._load(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        """Bring every on-disk point newer than ``now - memory_window`` into memory.
+
+        Setting the floor to the same cutoff establishes the floor invariant
+        for the restarted process: newer points are in memory, older ones on
+        disk.
+        """
+        by_id: dict[int, tuple[str, Labels]] = {}
+        for sid, name, lb_json in conn.execute("SELECT id, name, labels FROM series"):
+            lb = make_labels(json.loads(lb_json))
+            by_id[sid] = (name, lb)
+            self._db_series.setdefault(name, {})[lb] = sid
+        cutoff = _to_ms(self._clock() - min(self._memory_window, self._retention))
+        loaded: list[_Series] = []
+        rows = conn.execute(
+            "SELECT series_id, n, ts, vals FROM chunks WHERE end_ms >= ? ORDER BY series_id, rowid",
+            (cutoff,),
+        )
+        for sid, n, ts_blob, vals_blob in rows:
+            key = by_id.get(sid)
+            if key is None:
+                continue  # orphan chunk; harmless, retention removes it
+            ts, vals = _decode(ts_blob, vals_blob, n)
+            ser = self._series.get(key)
+            if ser is None:
+                ser = self._new_series(key[0], key[1])
+                loaded.append(ser)
+            for t, v in zip(ts, vals):
+                if t >= cutoff:
+                    ser.ts.append(t)
+                    ser.vals.append(v)
+        for ser in loaded:
+            ser.flushed = len(ser.ts)
+            ser.recheck_order()
+            if not ser.ts:
+                self._forget(ser)
+        self._floor_ms = cutoff
+
+    def _new_series(self, name: str, lb: Labels) -> _Series:
+        ser = _Series(name, lb, self._db_series.get(name, {}).get(lb))
+        self._series[(name, lb)] = ser
+        self._by_name.setdefault(name, {})[lb] = ser
+        return ser
+
+    def _forget(self, ser: _Series) -> None:
+        del self._series[(ser.name, ser.labels)]
+        per_name = self._by_name[ser.name]
+        del per_name[ser.labels]
+        if not per_name:
+            del self._by_name[ser.name]
+
+    # ---------------------------------------------------------------- append
+
+    def append(self, samples: Iterable[Sample]) -> None:
+        """Add samples (hot path: one dict lookup and two array appends each).
+
+        Out-of-order samples are accepted and kept in arrival order; they only
+        flip the series to the slower unsorted code path.  After :meth:`close`
+        samples still go to memory (a collector racing shutdown must not
+        crash) but are no longer persisted.
+        """
+        with self._lock:
+            series = self._series
+            for s in samples:
+                ser = series.get((s.name, s.labels))
+                if ser is None:
+                    ser = self._new_series(s.name, s.labels)
+                t = round(s.ts * 1000)
+                if t >= ser.max_ms:
+                    ser.max_ms = t
+                else:
+                    ser.in_order = False
+                ser.ts.append(t)
+                ser.vals.append(s.value)
+
+    # ----------------------------------------------------------------- query
+
+    def query(self, name: str, labels: Mapping[str, str] | None, start: float, end: float) -> AggregateResult:
+        """Points of every series of ``name`` whose labels include ``labels``, in ``[start, end]``.
+
+        Matching series are concatenated (upstream behaviour), each as its disk
+        part then its memory part, series ordered by labels for determinism.
+        The disk is consulted only when ``start`` is older than the memory
+        floor, so the usual reporter windows never touch sqlite.
+        """
+        s_ms = _to_ms(start)
+        e_ms = _to_ms(end)
+        out_ts = array("q")
+        out_vals = array("d")
+        if e_ms < s_ms:
+            return AggregateResult(out_ts, out_vals)
+        want = dict(labels) if labels else None
+        with self._lock:
+            mem = {lb: ser for lb, ser in self._by_name.get(name, {}).items() if _matches(lb, want)}
+            disk: dict[Labels, tuple[array, array]] = {}
+            floor = self._floor_ms
+            if self._conn is not None and s_ms < floor:
+                ids = {sid: lb for lb, sid in self._db_series.get(name, {}).items() if _matches(lb, want)}
+                if ids:
+                    disk = self._query_disk(ids, s_ms, min(e_ms, floor - 1))
+            for lb in sorted(mem.keys() | disk.keys()):
+                part = disk.get(lb)
+                if part is not None:
+                    out_ts.extend(part[0])
+                    out_vals.extend(part[1])
+                ser = mem.get(lb)
+                if ser is not None:
+                    self._query_memory(ser, s_ms, e_ms, floor, out_ts, out_vals)
+        return AggregateResult(out_ts, out_vals)
+
+    def _query_memory(self, ser: _Series, s_ms: int, e_ms: int, floor: int, out_ts: array, out_vals: array) -> None:
+        """Append the memory points of ``ser`` in the window that disk does not also serve.
+
+        Excluded: flushed points below the floor (stragglers that disk returns).
+        """
+        ts = ser.ts
+        if ser.in_order:
+            lo = bisect.bisect_left(ts, s_ms)
+            hi = bisect.bisect_right(ts, e_ms, lo)
+            if ser.flushed and ts and ts[0] < floor:
+                lo = max(lo, min(ser.flushed, bisect.bisect_left(ts, floor)))
+            if lo < hi:
+                out_ts.extend(ts[lo:hi])
+                out_vals.extend(ser.vals[lo:hi])
+            return
+        vals = ser.vals
+        flushed = ser.flushed
+        for i, t in enumerate(ts):
+            if s_ms <= t <= e_ms and (t >= floor or i >= flushed):
+                out_ts.append(t)
+                out_vals.append(vals[i])
+
+    def _query_disk(self, ids: dict[int, Labels], s_ms: int, e_ms: int) -> dict[Labels, tuple[array, array]]:
+        """Points in ``[s_ms, e_ms]`` from the chunks of the given series ids.
+
+        A sqlite or decode failure is logged and yields fewer points rather
+        than an exception: an answer from memory beats no answer.
+        """
+        assert self._conn is not None
+        out: dict[Labels, tuple[array, array]] = {}
+        id_list = list(ids)
+        try:
+            for i in range(0, len(id_list), _IN_BATCH):
+                batch = id_list[i : i + _IN_BATCH]
+                sql = (
+                    "SELECT series_id, n, ts, vals FROM chunks WHERE series_id IN "
+                    f"({','.join('?' * len(batch))}) AND end_ms >= ? AND start_ms <= ? ORDER BY rowid"
+                )
+                for sid, n, ts_blob, vals_blob in self._conn.execute(sql, (*batch, s_ms, e_ms)):
+                    try:
+                        ts, vals = _decode(ts_blob, vals_blob, n)
+                    except (zlib.error, ValueError) as e:
+                        log.error("metric cache chunk unreadable path=%s series_id=%s error=%s; skipped", self._db_path, sid, e)
+                        continue
+                    lb = ids[sid]
+                    part = out.get(lb)
+                    if part is None:
+                        part = out[lb] = (array("q"), array("d"))
+                    p_ts, p_vals = part
+                    for t, v in zip(ts, vals):
+                        if s_ms <= t <= e_ms:
+                            p_ts.append(t)
+                            p_vals.append(v)
+        except sqlite3.Error as e:
+            log.error("metric cache disk query failed path=%s error=%s; answering from memory", self._db_path, e)
+        return out
+
+    def series(self, name: str) -> list[dict[str, str]]:
+        """Label sets currently in memory for ``name`` (copies, sorted)."""
+        with self._lock:
+            return [dict(lb) for lb in sorted(self._by_name.get(name, {}))]
+
+    # ----------------------------------------------------------- persistence
+
+    def flush(self) -> None:
+        """Write every not-yet-persisted point to sqlite in one transaction.
+
+        On failure the points stay unflushed and the next flush retries them.
+        """
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> bool:
+        conn = self._conn
+        if conn is None:
+            return True
+        pending = [s for s in self._series.values() if s.flushed < len(s.ts)]
+        if not pending:
+            return True
+        new_ids: list[tuple[_Series, int]] = []
+        rows = []
+        try:
+            conn.execute("BEGIN")
+            for ser in pending:
+                sid = ser.sid
+                if sid is None:
+                    lb_json = _labels_json(ser.labels)
+                    conn.execute("INSERT OR IGNORE INTO series (name, labels) VALUES (?, ?)", (ser.name, lb_json))
+                    sid = conn.execute(
+                        "SELECT id FROM series WHERE name = ? AND labels = ?", (ser.name, lb_json)
+                    ).fetchone()[0]
+                    new_ids.append((ser, sid))
+                ts = ser.ts[ser.flushed :]
+                ts_blob, vals_blob = _encode(ts, ser.vals[ser.flushed :])
+                rows.append((sid, min(ts), max(ts), len(ts), ts_blob, vals_blob))
+            conn.executemany(
+                "INSERT INTO chunks (series_id, start_ms, end_ms, n, ts, vals) VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            self._rollback()
+            log.error("metric cache flush failed path=%s series=%d error=%s; will retry", self._db_path, len(pending), e)
+            return False
+        for ser, sid in new_ids:
+            ser.sid = sid
+            self._db_series.setdefault(ser.name, {})[ser.labels] = sid
+        for ser in pending:
+            ser.flushed = len(ser.ts)
+        return True
+
+    def _rollback(self) -> None:
+        if self._conn is not None and self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def trim(self) -> None:
+        """Age data out of memory and disk and enforce ``max_bytes``.
+
+        Memory: points older than ``now - memory_window`` (flushed first, so
+        they remain on disk) are cut from the front of each series; empty
+        series are forgotten.  Disk: chunks whose newest point is older than
+        ``now - retention`` are deleted, then the oldest chunks until the file
+        fits ``max_bytes``.  Meant to run from the periodic flush loop.
+        """
+        with self._lock:
+            now = self._clock()
+            cutoff = _to_ms(now - min(self._memory_window, self._retention))
+            persisted = self._flush_locked() if self._conn is not None else False
+            lost = 0
+            for ser in list(self._series.values()):
+                flushed_before = ser.flushed
+                k = ser.drop_front(cutoff)
+                if persisted is False and self._conn is not None and k > flushed_before:
+                    # Only when flushing failed: points dropped beyond what was
+                    # flushed are gone for good — we trade history for RSS.
+                    lost += k - flushed_before
+                if not ser.ts:
+                    self._forget(ser)
+            if cutoff > self._floor_ms:
+                self._floor_ms = cutoff
+            if lost:
+                log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
+            if self._conn is not None:
+                self._trim_disk(now)
+
+    def _trim_disk(self, now: float) -> None:
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.execute("DELETE FROM chunks WHERE end_ms < ?", (_to_ms(now - self._retention),))
+            _incremental_vacuum(conn)
+            self._enforce_max_bytes()
+            self._drop_orphan_series()
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as e:
+            self._rollback()
+            log.error("metric cache disk trim failed path=%s error=%s", self._db_path, e)
+
+    def _db_size(self) -> int:
+        assert self._conn is not None
+        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+        page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(page_size)
+
+    def _enforce_max_bytes(self) -> None:
+        """Delete oldest chunks until page_count*page_size <= max_bytes.
+
+        Each round deletes roughly the excess (estimated from blob sizes) down
+        to 90% of the budget, so we don't run this on every trim once at the
+        limit; freed pages go back via ``incremental_vacuum``.  Partially
+        emptied b-tree pages are not freed, so it loops; every round deletes at
+        least one chunk, so it terminates.
+        """
+        conn = self._conn
+        assert conn is not None
+        size = self._db_size()
+        if size <= self._max_bytes:
+            return
+        before = size
+        deleted = 0
+        target = int(self._max_bytes * 0.9)
+        while size > self._max_bytes:
+            excess = size - target
+            victims: list[tuple[int]] = []
+            freed = 0
+            for rowid, nbytes in conn.execute(
+                "SELECT rowid, length(ts) + length(vals) + 40 FROM chunks ORDER BY end_ms, rowid"
+            ):
+                victims.append((rowid,))
+                freed += nbytes
+                if freed >= excess:
+                    break
+            if not victims:
+                break  # only schema left; nothing more we can do
+            conn.execute("BEGIN")
+            conn.executemany("DELETE FROM chunks WHERE rowid = ?", victims)
+            conn.execute("COMMIT")
+            _incremental_vacuum(conn)
+            deleted += len(victims)
+            size = self._db_size()
+        log.warning(
+            "metric cache over max_bytes path=%s size_before=%d size_after=%d max_bytes=%d deleted_chunks=%d",
+            self._db_path, before, size, self._max_bytes, deleted,
+        )
+
+    def _drop_orphan_series(self) -> None:
+        """Delete series rows with no chunks left and no presence in memory.
+
+        Without this, every pod that ever ran would keep a row (and an entry
+        in ``_db_series``) forever.  Series still in memory keep their id
+        because their next flush writes chunks under it.
+        """
+        conn = self._conn
+        assert conn is not None
+        orphans = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM series WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.series_id = series.id)"
+            )
+        ]
+        if not orphans:
+            return
+        live = {s.sid for s in self._series.values() if s.sid is not None}
+        dead = set(orphans) - live
+        if not dead:
+            return
+        conn.execute("BEGIN")
+        conn.executemany("DELETE FROM series WHERE id = ?", [(sid,) for sid in dead])
+        conn.execute("COMMIT")
+        for name in list(self._db_series):
+            per_name = self._db_series[name]
+            for lb in [lb for lb, sid in per_name.items() if sid in dead]:
+                del per_name[lb]
+            if not per_name:
+                del self._db_series[name]
+
+    def close(self) -> None:
+        """Flush and close the db; idempotent (called from SIGTERM and from finally blocks)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._conn is not None:
+                self._flush_locked()
+                try:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                except sqlite3.Error as e:
+                    log.error("metric cache checkpoint at close failed path=%s error=%s", self._db_path, e)
+                self._conn.close()
+                self._conn = None
+            # Disk is gone: memory must now answer for everything it still holds.
+            self._floor_ms = _MS_MIN
+
+    # -------------------------------------------------------------------- kv
+
+    def set_kv(self, key: str, value: object) -> None:
+        """Store a non-time-series fact (e.g. node CPU info); memory only, like upstream."""
+        with self._lock:
+            self._kv[key] = value
+
+    def get_kv(self, key: str, default: object = None) -> object:
+        """Return the value stored under ``key`` or ``default``."""
+        with self._lock:
+            return self._kv.get(key, default)

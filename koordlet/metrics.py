@@ -1,0 +1,40 @@
+"""The agent's own Prometheus metrics, in one registry per agent instance (tests build their own).
+
+Names follow upstream koordlet (reference/metrics-and-reports.md §7: prefix ``koordlet_``, label ``node``)
+where upstream has the metric; the rest are ours and say so in their help text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class AgentMetrics:
+    def __init__(self, node: str) -> None:
+        self.node = node
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.start_time = Gauge("koordlet_start_time", "Unix time the agent started", ["node"], registry=r)
+        self.node_used_cpu_cores = Gauge("koordlet_node_used_cpu_cores", "Node CPU usage in cores",
+                                         ["node"], registry=r)
+        self.node_used_memory_bytes = Gauge("koordlet_node_used_memory_bytes",
+                                            "Node memory usage (MemTotal - MemAvailable) in bytes", ["node"],
+                                            registry=r)
+        self.collect_skipped = Counter(
+            "koordlet_collect_skipped", "(koordlet-py) cgroup readings skipped: vanished = the pod or "
+            "container went away mid-read (normal), error = unreadable or malformed file",
+            ["node", "collector", "reason"], registry=r)
+        self.collect_cycle_seconds = Histogram(
+            "koordlet_collect_cycle_duration_seconds", "(koordlet-py) duration of one collection cycle",
+            ["node"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0), registry=r)
+        self.pods = Gauge("koordlet_pods", "(koordlet-py) pods known on this node", ["node", "source"],
+                          registry=r)
+        self.pod_sync_errors = Counter("koordlet_pod_sync_errors", "(koordlet-py) failed pod syncs",
+                                       ["node", "source"], registry=r)
+        self.metric_cache_series = Gauge("koordlet_metric_cache_series",
+                                         "(koordlet-py) time series held in memory by the metric cache",
+                                         ["node"], registry=r)
+        self.start_time.labels(node).set_to_current_time()
+
+    def skipped(self, collector: str, reason: str, n: int = 1) -> None:
+        if n:
+            self.collect_skipped.labels(self.node, collector, reason).inc(n)

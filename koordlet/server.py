@@ -1,0 +1,64 @@
+"""HTTP endpoints: /metrics (Prometheus text), /healthz (process alive), /readyz (serving real data)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = logging.getLogger("koordlet.server")
+
+
+class HttpServer:
+    """Serves in a background thread; ``ready()`` returns (ok, reason) for /readyz."""
+
+    def __init__(self, addr: tuple[str, int], registry: CollectorRegistry,
+                 ready: Callable[[], tuple[bool, str]]) -> None:
+        registry_, ready_ = registry, ready
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "koordlet-py"
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, generate_latest(registry_), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    self._send(200, b"ok\n")
+                elif path == "/readyz":
+                    ok, reason = ready_()
+                    self._send(200 if ok else 503, (reason + "\n").encode())
+                else:
+                    self._send(404, b"not found\n")
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # scrapes are not events
+                return
+
+        host = addr[0] or "0.0.0.0"
+        self._httpd = ThreadingHTTPServer((host, addr[1]), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="http", daemon=True)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("http serving addr=%s:%d endpoints=/metrics,/healthz,/readyz", *self.address)
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,129 @@
+"""The pods of this node with their cgroup dirs, kept fresh by periodic syncs and PLEG triggers.
+
+One writer (the informer thread) replaces an immutable tuple; readers (collectors, HTTP) take the current
+tuple without locks. A failing source keeps the last good answer: collection goes on while the kubelet or
+API server is away, and the failure is logged once (and again when it changes or recovers).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from koordlet.host.cgroup import Layout
+from koordlet.logutil import LogOnce
+from koordlet.states.pleg import EventKind, PlegEvent
+from koordlet.states.pod import Container, Pod, pod_from_k8s
+
+log = logging.getLogger("koordlet.states")
+
+
+@dataclass(frozen=True)
+class PodMeta:
+    """A pod and where its cgroups are (relative dirs; see host.cgroup)."""
+    pod: Pod
+    cgroup_dir: str
+    containers: tuple[tuple[Container, str], ...]     # started containers and their dirs
+
+
+def meta_for(pod: Pod, layout: Layout) -> PodMeta:
+    """Cgroup dirs computed from UID, Kubernetes QoS and container ids (upstream computes, never discovers)."""
+    pod_dir = layout.pod_dir(pod.kube_qos, pod.uid)
+    containers = tuple((c, layout.container_dir(pod_dir, c.runtime, c.id)) for c in pod.containers if c.id)
+    return PodMeta(pod, pod_dir, containers)
+
+
+def metas_from_objects(objects: list[Any], layout: Layout, bad: LogOnce) -> list[PodMeta]:
+    """Parse Kubernetes pod objects; a malformed pod is logged (once) and skipped, the others are kept."""
+    out, errors = [], []
+    for obj in objects:
+        try:
+            out.append(meta_for(pod_from_k8s(obj), layout))
+        except ValueError as e:
+            errors.append(str(e))
+            bad(str(e), "pod rejected: %s", e)
+    bad.keep_only(errors)
+    return out
+
+
+class TokenBucket:
+    """Rate limit for PLEG-triggered syncs (upstream: 5/s, burst 10)."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate, self._burst, self._clock = rate, burst, clock
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def delay(self) -> float:
+        """Seconds to wait before the next action is allowed (0 = go, a token is taken)."""
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
+        self._last = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return 0.0
+        return (1 - self._tokens) / self._rate
+
+
+class PodsInformer:
+    def __init__(self, fetch: Callable[[], list[PodMeta]], sync_interval: float, source_name: str) -> None:
+        self._fetch = fetch
+        self._interval = sync_interval
+        self._source = source_name
+        self._pods: tuple[PodMeta, ...] = ()
+        self._trigger = threading.Event()
+        self._bucket = TokenBucket(5.0, 10)
+        self._errors = LogOnce(log)
+        self.synced = threading.Event()
+        self.last_sync = 0.0
+        self.sync_count = 0
+        self.error_count = 0
+        self.on_sync: list[Callable[[], None]] = []
+
+    @property
+    def pods(self) -> tuple[PodMeta, ...]:
+        return self._pods
+
+    def on_pleg(self, event: PlegEvent) -> None:
+        """PLEG callback: runs on the PLEG thread, so it only sets the trigger."""
+        if event.kind in (EventKind.POD_ADDED, EventKind.CONTAINER_ADDED, EventKind.POD_DELETED,
+                          EventKind.CONTAINER_DELETED, EventKind.RESYNC):
+            self._trigger.set()
+
+    def sync(self) -> bool:
+        try:
+            pods = self._fetch()
+        except Exception as e:  # any source failure: keep the last good list
+            self.error_count += 1
+            self._errors("sync", "pod sync failed source=%s error=%s; keeping %d known pods", self._source,
+                         str(e) or type(e).__name__, len(self._pods))
+            return False
+        if self._errors.forget("sync"):
+            log.info("pod sync recovered source=%s pods=%d", self._source, len(pods))
+        self._pods = tuple(sorted(pods, key=lambda m: (m.pod.namespace, m.pod.name, m.pod.uid)))
+        self.last_sync = time.time()
+        self.sync_count += 1
+        self.synced.set()
+        for callback in self.on_sync:
+            callback()
+        return True
+
+    def run(self, stop: threading.Event) -> None:
+        """Sync every interval, and early (rate-limited) when PLEG fires."""
+        next_full = time.monotonic()
+        while not stop.is_set():
+            timeout = max(0.0, next_full - time.monotonic())
+            triggered = self._trigger.wait(timeout)
+            if stop.is_set():
+                return
+            if triggered:
+                while (wait := self._bucket.delay()) > 0:
+                    if stop.wait(wait):
+                        return
+                self._trigger.clear()
+            self.sync()
+            if not triggered:
+                next_full = time.monotonic() + self._interval

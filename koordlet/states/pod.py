@@ -1,0 +1,143 @@
+"""The agent's view of a pod: the few fields it acts on, parsed once from the Kubernetes JSON object.
+
+Class rules follow reference/qos-enforcement.md §1.1–1.3: the koordinator QoS class comes from the
+``koordinator.sh/qosClass`` label, else from the Kubernetes QoS class; the priority class from the
+``koordinator.sh/priority-class`` label, else ``spec.priority`` ranges, else the QoS class.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from koordlet import wire
+from koordlet.host.cgroup import KubeQOS, check_pod_uid, parse_container_id
+from koordlet.quantity import parse_quantity
+
+_KUBE_TO_KOORD = {KubeQOS.GUARANTEED: wire.QOS_LSR, KubeQOS.BURSTABLE: wire.QOS_LS,
+                  KubeQOS.BESTEFFORT: wire.QOS_BE}
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    runtime: str      # "containerd", "docker", "cri-o", "pouch"; "" when discovered from a cgroupfs dir name
+    id: str           # bare id; "" before the container has started
+
+
+@dataclass(frozen=True)
+class Pod:
+    uid: str
+    name: str
+    namespace: str
+    kube_qos: KubeQOS
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    priority: int | None = None
+    phase: str = ""
+    containers: tuple[Container, ...] = ()
+    batch_cpu_request_milli: int = 0      # Σ kubernetes.io/batch-cpu requests (BE accounting)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def raw_qos_class(self) -> str:
+        value = self.labels.get(wire.LABEL_QOS_CLASS, "")
+        return value if value in wire.QOS_CLASSES else wire.QOS_NONE
+
+    @property
+    def qos_class(self) -> str:
+        """Koordinator class with default (LSR/LS/BE from the Kubernetes class)."""
+        return self.raw_qos_class or _KUBE_TO_KOORD[self.kube_qos]
+
+    @property
+    def priority_class(self) -> str:
+        label = self.labels.get(wire.LABEL_PRIORITY_CLASS)
+        if label is not None:
+            known = {c for c, _, _ in wire.PRIORITY_RANGES}
+            if label in known:
+                return label
+        elif self.priority is not None:
+            for cls, lo, hi in wire.PRIORITY_RANGES:
+                if lo <= self.priority <= hi:
+                    return cls
+        qos = self.qos_class
+        if qos in (wire.QOS_SYSTEM, wire.QOS_LSE, wire.QOS_LSR, wire.QOS_LS):
+            return wire.PRIORITY_PROD
+        return wire.PRIORITY_BATCH if qos == wire.QOS_BE else wire.PRIORITY_NONE
+
+
+def kube_qos_of(spec: Mapping[str, Any]) -> KubeQOS:
+    """The kubelet's QoS rule over cpu/memory requests and limits (used when status.qosClass is empty)."""
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        requests = {k: v for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}
+        limits = {k: v for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
+        any_set = any_set or bool(requests) or bool(limits)
+        if set(limits) != {"cpu", "memory"}:
+            guaranteed = False
+            continue
+        for k, v in requests.items():
+            if parse_quantity(v) != parse_quantity(limits[k]):
+                guaranteed = False
+    if not any_set:
+        return KubeQOS.BESTEFFORT
+    return KubeQOS.GUARANTEED if guaranteed else KubeQOS.BURSTABLE
+
+
+def _batch_cpu(spec: Mapping[str, Any]) -> int:
+    total = 0
+    for c in spec.get("containers") or []:
+        requests = (c.get("resources") or {}).get("requests") or {}
+        raw = requests.get(wire.BATCH_CPU, requests.get(wire.DEPRECATED_BATCH_CPU))
+        if raw is not None:
+            total += math.ceil(parse_quantity(raw))   # the integer value of the quantity is milli-cores
+    return total
+
+
+def _str_map(value: Any, what: str) -> Mapping[str, str]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{what} must be a map of strings")
+    return MappingProxyType(dict(value))
+
+
+def pod_from_k8s(obj: Any) -> Pod:
+    """Parse a Pod object (Kubernetes JSON); ValueError names the pod and the field that is wrong."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a Pod object (mapping), got {type(obj).__name__}")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or "?"
+    namespace = meta.get("namespace") or "default"
+    where = f"pod {namespace}/{name}"
+    try:
+        if not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ValueError("metadata.name is required")
+        uid = check_pod_uid(str(meta.get("uid") or ""))
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        qos_raw = status.get("qosClass")
+        kube_qos = KubeQOS(qos_raw) if qos_raw else kube_qos_of(spec)
+        priority = spec.get("priority")
+        if priority is not None and not isinstance(priority, int):
+            raise ValueError(f"spec.priority {priority!r} is not an integer")
+        containers = []
+        for cs in status.get("containerStatuses") or []:
+            raw_id = cs.get("containerID") or ""
+            runtime, cid = parse_container_id(raw_id) if raw_id else ("", "")
+            containers.append(Container(name=str(cs.get("name", "")), runtime=runtime, id=cid))
+        return Pod(uid=uid, name=meta["name"], namespace=namespace, kube_qos=kube_qos,
+                   labels=_str_map(meta.get("labels"), "metadata.labels"),
+                   annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+                   priority=priority, phase=str(status.get("phase") or ""),
+                   containers=tuple(containers), batch_cpu_request_milli=_batch_cpu(spec))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError(f"{where}: {e}") from None

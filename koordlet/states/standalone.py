@@ -1,0 +1,111 @@
+"""Standalone pod source: pods discovered from the kubepods cgroup tree, named by an optional pods file.
+
+Without a cluster the cgroup tree is the only truth about what runs here. The pods file (a YAML list of Pod
+objects, or a ``kind: List``/``PodList`` with ``items`` as ``kubectl get pods -o yaml`` prints) adds names,
+labels, annotations and container names, matched by pod UID. It is re-read when its mtime changes; a file
+that does not parse keeps the previous good content, and a bad entry is skipped with an error naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import yaml
+
+from koordlet.host.cgroup import Cgroups
+from koordlet.logutil import LogOnce
+from koordlet.states.informer import PodMeta
+from koordlet.states.pod import Container, Pod, pod_from_k8s
+
+log = logging.getLogger("koordlet.states.standalone")
+
+
+class PodsFileError(ValueError):
+    pass
+
+
+def load_pods_file(path: str) -> tuple[dict[str, Pod], list[str]]:
+    """({uid: Pod}, [error per rejected entry]); PodsFileError when the file as a whole is unusable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise PodsFileError(f"pods file {path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise PodsFileError(f"pods file {path}: not valid YAML: {e}") from None
+    if data is None:
+        return {}, []
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        data = data["items"]
+    if not isinstance(data, list):
+        raise PodsFileError(f"pods file {path}: expected a list of Pod objects or a List with items")
+    pods: dict[str, Pod] = {}
+    errors: list[str] = []
+    for i, obj in enumerate(data):
+        try:
+            pod = pod_from_k8s(obj)
+        except ValueError as e:
+            errors.append(f"pods file {path}: entry {i}: {e}")
+            continue
+        if pod.uid in pods:
+            errors.append(f"pods file {path}: entry {i}: duplicate uid {pod.uid}")
+            continue
+        pods[pod.uid] = pod
+    return pods, errors
+
+
+class StandalonePodSource:
+    def __init__(self, cgroups: Cgroups, pods_file: str = "") -> None:
+        self._cgroups = cgroups
+        self._file = pods_file
+        self._mtime: float | None = None
+        self._known: dict[str, Pod] = {}
+        self._bad = LogOnce(log, logging.ERROR)
+
+    def _refresh_file(self) -> None:
+        if not self._file:
+            return
+        try:
+            mtime = os.stat(self._file).st_mtime
+        except OSError as e:
+            if self._mtime != -1.0:
+                log.error("pods file unreadable path=%s error=%s; using cgroup discovery only", self._file,
+                          e.strerror)
+                self._mtime, self._known = -1.0, {}
+            return
+        if mtime == self._mtime:
+            return
+        self._mtime = mtime
+        try:
+            pods, errors = load_pods_file(self._file)
+        except PodsFileError as e:
+            log.error("%s; keeping %d pods from the previous version", e, len(self._known))
+            return
+        for message in errors:
+            self._bad(message, message)
+        self._bad.keep_only(errors)
+        self._known = pods
+        log.info("pods file loaded path=%s pods=%d rejected=%d", self._file, len(pods), len(errors))
+
+    def __call__(self) -> list[PodMeta]:
+        self._refresh_file()
+        metas = []
+        for qos, uid, pod_dir in self._cgroups.list_pods():
+            described = self._known.get(uid)
+            by_id = {c.id: c for c in described.containers} if described else {}
+            containers = []
+            for runtime, cid, rel in self._cgroups.list_containers(pod_dir):
+                known = by_id.get(cid)
+                containers.append((known or Container(name=cid[:12], runtime=runtime, id=cid), rel))
+            if described is None:
+                described = Pod(uid=uid, name=pod_dir.rsplit("/", 1)[-1], namespace="", kube_qos=qos)
+            elif described.kube_qos is not qos:
+                log.warning("pods file qos differs from cgroup tree uid=%s file=%s cgroup=%s; using cgroup",
+                            uid, described.kube_qos.value, qos.value)
+            pod = dataclasses.replace(described, kube_qos=qos, phase=described.phase or "Running",
+                                      containers=tuple(c for c, _ in containers))
+            metas.append(PodMeta(pod, pod_dir, tuple(containers)))
+        return metas
+
