@@ -121,37 +121,25 @@ class PodCollector:
         samples: list[Sample] = []
         append = samples.append
         sum_cpu = sum_mem = 0.0
-        vanished = errors = 0
+        counts = {"vanished": 0, "error": 0}
         complete = True
         for meta in pods:
             uid_labels = (("pod_uid", meta.pod.uid),)
-            try:
-                cpu, mem = self._usage.read(meta.cgroup_dir, mono)
-            except FileNotFoundError:
-                vanished += 1
-                continue
-            except (OSError, ValueError) as e:
-                errors += 1
-                self._errors(meta.cgroup_dir, "cgroup unreadable dir=%s error=%s", meta.cgroup_dir, e)
-                continue
-            append(Sample("pod_memory_usage", uid_labels, now, float(mem.anon)))
-            append(Sample("pod_memory_working_set", uid_labels, now, float(mem.working_set)))
-            sum_mem += mem.anon
-            if cpu is None:
-                complete = False
-            else:
-                append(Sample("pod_cpu_usage", uid_labels, now, cpu))
-                sum_cpu += cpu
+            cpu, mem = self._read(meta.cgroup_dir, mono, counts)
+            if mem is not None:
+                append(Sample("pod_memory_usage", uid_labels, now, float(mem.anon)))
+                append(Sample("pod_memory_working_set", uid_labels, now, float(mem.working_set)))
+                sum_mem += mem.anon
+                if cpu is None:
+                    complete = False
+                else:
+                    append(Sample("pod_cpu_usage", uid_labels, now, cpu))
+                    sum_cpu += cpu
+            # containers are read even when the pod dir failed: one bad file must not hide the others
             for container, rel in meta.containers:
                 c_labels = (("container_id", container.id),)
-                try:
-                    cpu, mem = self._usage.read(rel, mono)
-                except FileNotFoundError:
-                    vanished += 1
-                    continue
-                except (OSError, ValueError) as e:
-                    errors += 1
-                    self._errors(rel, "cgroup unreadable dir=%s error=%s", rel, e)
+                cpu, mem = self._read(rel, mono, counts)
+                if mem is None:
                     continue
                 append(Sample("container_memory_usage", c_labels, now, float(mem.anon)))
                 append(Sample("container_memory_working_set", c_labels, now, float(mem.working_set)))
@@ -159,13 +147,24 @@ class PodCollector:
                     append(Sample("container_cpu_usage", c_labels, now, cpu))
         self._usage.expire(mono)
         self._errors.keep_only(self._usage.known())
-        self._metrics.skipped(self.name, "vanished", vanished)
-        self._metrics.skipped(self.name, "error", errors)
+        for reason, n in counts.items():
+            self._metrics.skipped(self.name, reason, n)
         if complete:
             # a pod on its first reading has no CPU rate yet: publishing the sum would understate pods and
             # overstate the system remainder, so the previous sum stays until every pod has a rate
             self._shared.pods = Reading(now, sum_cpu, sum_mem)
         return samples
+
+    def _read(self, rel: str, mono: float, counts: dict[str, int]) -> tuple[float | None, MemoryUsage | None]:
+        """One cgroup reading; a vanished cgroup is normal churn (counted), anything else is logged once."""
+        try:
+            return self._usage.read(rel, mono)
+        except FileNotFoundError:
+            counts["vanished"] += 1
+        except (OSError, ValueError) as e:
+            counts["error"] += 1
+            self._errors(rel, "cgroup unreadable dir=%s error=%s", rel, e)
+        return None, None
 
 
 class BECollector:

@@ -32,10 +32,11 @@ class ApiServerError(Exception):
 class ApiServerPodSource:
     """Lists this node's pods from the kube-apiserver as raw wire-format dicts.
 
-    The response is JSON-decoded directly (``_preload_content=False``) instead
-    of being deserialised into ``V1Pod`` models: keys stay camelCase exactly as
-    the kubelet source returns them, and it skips the library's costly model
-    construction.
+    ``kubernetes`` is imported here, not at module level, so only a node
+    configured for this source pays for it. The response is JSON-decoded
+    directly (``_preload_content=False``) instead of being deserialised into
+    ``V1Pod`` models: keys stay camelCase exactly as the kubelet source returns
+    them, and it skips the library's costly model construction.
     """
 
     def __init__(self, node_name: str, kubeconfig: str | None, timeout: float) -> None:
@@ -44,12 +45,14 @@ class ApiServerPodSource:
         self._node_name = node_name
         self._timeout = timeout
         configuration = client.Configuration()
+        # The except is broad on purpose: on a malformed kubeconfig the library
+        # leaks YAMLError, TypeError, KeyError... -- all mean "bad config" here.
         try:
             if kubeconfig is not None:
                 config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
             else:
                 config.load_incluster_config(client_configuration=configuration)
-        except (config.ConfigException, OSError, ValueError) as exc:
+        except Exception as exc:
             source = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster config"
             log.error("apiserver client config failed source=%s error=%s", source, exc)
             raise ApiServerError(f"cannot load {source}: {exc}") from exc

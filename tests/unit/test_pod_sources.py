@@ -302,6 +302,10 @@ def test_apiserver_connection_refused_is_an_error(pod_source: Any) -> None:
 def test_apiserver_bad_config_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ApiServerError, match="cannot load kubeconfig"):
         ApiServerPodSource("node-a", str(tmp_path / "missing"), timeout=2.0)
+    malformed = tmp_path / "malformed"
+    malformed.write_text("just a string\n")
+    with pytest.raises(ApiServerError, match=f"cannot load kubeconfig {malformed}"):
+        ApiServerPodSource("node-a", str(malformed), timeout=2.0)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ApiServerError, match="cannot load in-cluster config"):
         ApiServerPodSource("node-a", None, timeout=2.0)
