@@ -32,6 +32,10 @@ log = logging.getLogger("koordlet")
 TRIM_INTERVAL = 60.0
 
 
+class StartupError(RuntimeError):
+    """The agent cannot start with this configuration on this host (the message says what to fix)."""
+
+
 def pod_source(config: Config, cgroups: Cgroups) -> Callable[[], list[PodMeta]]:
     """The configured pod source as a callable returning PodMeta (kubelet, API server, or standalone)."""
     if config.pod_source == "standalone":
@@ -45,8 +49,11 @@ def pod_source(config: Config, cgroups: Cgroups) -> Callable[[], list[PodMeta]]:
                                https=not insecure, token_path=None if insecure else config.kubelet_token_file,
                                timeout=config.kubelet_sync_timeout)
         return lambda: metas_from_objects(client.get_pods(), cgroups.layout, bad)
-    from koordlet.states.apiserver import ApiServerPodSource
-    api = ApiServerPodSource(config.node_name, config.kubeconfig or None, config.kubelet_sync_timeout)
+    from koordlet.states.apiserver import ApiServerError, ApiServerPodSource
+    try:
+        api = ApiServerPodSource(config.node_name, config.kubeconfig or None, config.kubelet_sync_timeout)
+    except ApiServerError as e:
+        raise StartupError(f"pod-source=apiserver: {e}") from None
     return lambda: metas_from_objects(api.list_pods(), cgroups.layout, bad)
 
 
@@ -64,10 +71,16 @@ class Agent:
     @classmethod
     def build(cls, config: Config, *, persist: bool = True) -> "Agent":
         paths = HostPaths.from_config(config)
-        cgroups = Cgroups.detect(paths, config.cgroup_driver)
+        try:
+            cgroups = Cgroups.detect(paths, config.cgroup_driver)
+        except OSError as e:
+            raise StartupError(f"cgroup-root-dir {config.cgroup_root_dir}: {e.strerror or e}") from None
         metrics = AgentMetrics(config.node_name)
-        cache = MetricCache(config.tsdb_path if persist else None, retention=config.tsdb_retention_duration,
-                            memory_window=config.metric_cache_memory_window, max_bytes=config.tsdb_max_bytes)
+        try:
+            cache = MetricCache(config.tsdb_path if persist else None, retention=config.tsdb_retention_duration,
+                                memory_window=config.metric_cache_memory_window, max_bytes=config.tsdb_max_bytes)
+        except OSError as e:
+            raise StartupError(f"tsdb-path {config.tsdb_path}: {e.strerror or e}") from None
         informer = PodsInformer(pod_source(config, cgroups), config.kubelet_sync_interval, config.pod_source)
         collection = UsageCollection(paths, cgroups, metrics, interval=config.collect_res_used_interval,
                                      outdated=config.collect_sys_metric_outdated_interval)
@@ -80,6 +93,7 @@ class Agent:
         result = self.collection.run(pods)
         self.cache.append(result.samples)
         self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(pods))
+        self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
         return result
 
     # --- daemon ----------------------------------------------------------------------------------------
@@ -158,7 +172,6 @@ class Agent:
                 delay = 0
             if stop.wait(delay):
                 return
-            self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
 
     def ready(self) -> tuple[bool, str]:
         if not self.informer.synced.is_set():

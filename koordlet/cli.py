@@ -50,16 +50,19 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
 
 
 def cmd_run(config: Config, once: bool) -> int:
-    from koordlet.agent import Agent
+    from koordlet.agent import Agent, StartupError
+    try:
+        agent = Agent.build(config, persist=not once)
+    except StartupError as e:
+        print(f"koordlet: cannot start: {e}", file=sys.stderr)
+        return 2
     if once:
-        agent = Agent.build(config, persist=False)
         agent.informer.sync()
         agent.collect_once()
         time.sleep(max(config.collect_res_used_interval, 0.5))
         result = agent.collect_once()
         print(summary(agent, result.samples))
         return 0
-    agent = Agent.build(config)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

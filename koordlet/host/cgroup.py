@@ -73,6 +73,8 @@ def detect_version(root: str) -> CgroupVersion:
 SCOPE_PREFIX = {"containerd": "cri-containerd-", "docker": "docker-", "cri-o": "crio-", "pouch": "pouch-"}
 _PREFIX_RUNTIME = {v: k for k, v in SCOPE_PREFIX.items()}
 _ID_RE = re.compile(r"[0-9A-Za-z]{1,128}")
+# a bare cgroupfs container dir is the runtime's hex id; requiring hex keeps "tasks" & co. out
+_HEX_ID_RE = re.compile(r"[0-9a-f]{12,128}")
 _UID_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,127}")
 
 
@@ -151,7 +153,7 @@ class Layout:
                     cid = name[len(prefix):-len(".scope")]
                     return (runtime, cid) if _ID_RE.fullmatch(cid) else None
             return None
-        return ("", name) if _ID_RE.fullmatch(name) else None
+        return ("", name) if _HEX_ID_RE.fullmatch(name) else None
 
 
 def detect_driver(root: str, version: CgroupVersion, paths: HostPaths) -> tuple[Driver, str]:
@@ -307,16 +309,20 @@ class Cgroups:
 
     # --- discovery ----------------------------------------------------------------------------------
 
+    def subdirs(self, rel: str) -> list[str]:
+        """Names of the child cgroups of rel ([] when rel does not exist)."""
+        try:
+            with os.scandir(self.listing_dir(rel)) as it:
+                return [e.name for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+
     def list_pods(self) -> list[tuple[KubeQOS, str, str]]:
         """(kube QoS, uid, relative dir) of every pod dir found in the kubepods tree."""
         found = []
         for qos in KubeQOS:
             parent = self.layout.qos_dir(qos)
-            try:
-                names = os.listdir(self.listing_dir(parent))
-            except OSError:
-                continue
-            for name in names:
+            for name in self.subdirs(parent):
                 uid = self.layout.pod_uid_of(qos, name)
                 if uid is not None:
                     found.append((qos, uid, f"{parent}/{name}"))
@@ -324,12 +330,8 @@ class Cgroups:
 
     def list_containers(self, pod_rel: str) -> list[tuple[str, str, str]]:
         """(runtime or "", id, relative dir) for each container-looking child of a pod dir."""
-        try:
-            names = os.listdir(self.listing_dir(pod_rel))
-        except OSError:
-            return []
         out = []
-        for name in names:
+        for name in self.subdirs(pod_rel):
             parsed = self.layout.container_of(name)
             if parsed is not None:
                 out.append((parsed[0], parsed[1], f"{pod_rel}/{name}"))

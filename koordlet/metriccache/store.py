@@ -313,8 +313,14 @@ class MetricCache:
         try:
             self._conn = self._connect_and_load(db_path)
             return
+        except sqlite3.OperationalError as e:
+            # Locked by another process, unopenable, I/O error: the file may
+            # well be healthy, so don't move it aside; run without history.
+            self._reset_memory()
+            log.error("metric cache db cannot be opened path=%s error=%s; running memory-only", db_path, e)
+            return
         except (sqlite3.Error, zlib.error, ValueError, TypeError, KeyError, OverflowError) as e:
-            log.error("metric cache db unreadable path=%s error=%s; starting empty", db_path, e)
+            error = e
         self._reset_memory()
         aside = f"{db_path}.corrupt-{int(self._clock())}"
         try:
@@ -323,9 +329,13 @@ class MetricCache:
                 os.replace(db_path + "-wal", aside + "-wal")
             if os.path.exists(db_path + "-shm"):
                 os.remove(db_path + "-shm")
-            log.error("metric cache db moved aside path=%s moved_to=%s", db_path, aside)
         except OSError as e:
-            log.error("metric cache db could not be moved aside path=%s error=%s", db_path, e)
+            log.error(
+                "metric cache db unreadable path=%s error=%s; cannot move it aside (%s); running memory-only",
+                db_path, error, e,
+            )
+            return
+        log.error("metric cache db unreadable path=%s error=%s moved_to=%s; starting empty", db_path, error, aside)
         try:
             self._conn = self._connect_and_load(db_path)
         except (sqlite3.Error, zlib.error, ValueError, OSError) as e:
@@ -537,6 +547,10 @@ class MetricCache:
             log.error("metric cache disk query failed path=%s error=%s; answering from memory", self._db_path, e)
         return out
 
+    def series_count(self) -> int:
+        """Series held in memory (a gauge for operators: it grows with pods × metric kinds)."""
+        return len(self._series)
+
     def series(self, name: str) -> list[dict[str, str]]:
         """Label sets currently in memory for ``name`` (copies, sorted)."""
         with self._lock:
@@ -682,7 +696,9 @@ class MetricCache:
             _incremental_vacuum(conn)
             deleted += len(victims)
             size = self._db_size()
-        log.warning(
+        # info, not warning: once the file is full this is the steady state
+        # (roughly every 10% of max_bytes of new data), not an anomaly.
+        log.info(
             "metric cache over max_bytes path=%s size_before=%d size_after=%d max_bytes=%d deleted_chunks=%d",
             self._db_path, before, size, self._max_bytes, deleted,
         )

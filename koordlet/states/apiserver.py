@@ -54,7 +54,6 @@ class ApiServerPodSource:
                 config.load_incluster_config(client_configuration=configuration)
         except Exception as exc:
             source = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster config"
-            log.error("apiserver client config failed source=%s error=%s", source, exc)
             raise ApiServerError(f"cannot load {source}: {exc}") from exc
         # The caller's poll loop is the retry policy; urllib3's default of 3
         # retries would silently stretch one timed-out poll to 4x the timeout.
@@ -106,5 +105,6 @@ class ApiServerPodSource:
         self._api.api_client.close()
 
     def _failure(self, cause: str) -> ApiServerError:
-        log.warning("apiserver list pods failed url=%s node=%s error=%s", self._url, self._node_name, cause)
+        # debug only: the informer logs a failing source once, not on every poll
+        log.debug("apiserver list pods failed url=%s node=%s error=%s", self._url, self._node_name, cause)
         return ApiServerError(f"apiserver list pods {self._url} failed: {cause}")

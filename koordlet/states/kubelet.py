@@ -185,7 +185,7 @@ class KubeletClient:
 
     @staticmethod
     def _failure(url: str, cause: str) -> KubeletError:
-        log.warning("kubelet request failed url=%s error=%s", url, cause)
+        log.debug("kubelet request failed url=%s error=%s", url, cause)   # the informer logs it once
         return KubeletError(f"kubelet request {url} failed: {cause}")
 
 

@@ -85,16 +85,10 @@ class Pleg:
         for qos in KubeQOS:
             parent = layout.qos_dir(qos)
             if self._add(_Watch(qos, parent)):
-                for name in self._children(parent):
+                for name in self._cgroups.subdirs(parent):
                     uid = layout.pod_uid_of(qos, name)
                     if uid is not None:
                         self._add(_Watch(qos, f"{parent}/{name}", uid))
-
-    def _children(self, rel: str) -> list[str]:
-        try:
-            return os.listdir(self._cgroups.listing_dir(rel))
-        except OSError:
-            return []
 
     def _add(self, watch: _Watch) -> bool:
         """True when the dir is watched (now or already)."""
@@ -152,7 +146,7 @@ class Pleg:
                 pod = _Watch(watch.qos, f"{watch.rel}/{name}", uid)
                 self._add(pod)
                 # containers may have been created before the watch existed
-                for child in self._children(pod.rel):
+                for child in self._cgroups.subdirs(pod.rel):
                     parsed = layout.container_of(child)
                     if parsed:
                         self._on_event(PlegEvent(EventKind.CONTAINER_ADDED, uid, parsed[1]))

@@ -74,6 +74,8 @@ def test_detection_and_discovery(tmp_path, version, driver):
     assert detect_driver(host.paths.cgroup_root, version, host.paths)[0] is driver
     for i, qos in enumerate(KubeQOS):
         host.add_pod(qos, f"{i}" * 8 + "-aaaa", containers={f"{i}" * 64: CgroupValues()})
+        for d in host.dirs(host.pod_dir(qos, f"{i}" * 8 + "-aaaa")):
+            open(os.path.join(d, "tasks"), "w").close()          # v1 control files are not containers
     cg = Cgroups.detect(host.paths)
     assert cg.version is version and cg.layout.driver is driver
     pods = sorted(cg.list_pods())

@@ -262,9 +262,15 @@ def test_late_straggler_below_memory_floor_is_counted_once(tmp_path) -> None:
     cache.flush()  # now on disk *and* still in memory
     assert sorted(cache.query("cpu", None, T0, T0 + 200).values()) == sorted(full + [15.0])
     assert cache.query("cpu", None, T0 + 11, T0 + 19).values() == [15.0]
+    # A brand-new (in-order) series whose points all lie below the floor.
+    cache.append(samples("cpu", {"pod": "late"}, [(T0 + 1, 1.5), (T0 + 2, 2.5)]))
+    assert cache.query("cpu", {"pod": "late"}, T0, T0 + 200).values() == [1.5, 2.5]
+    cache.flush()
+    assert cache.query("cpu", {"pod": "late"}, T0, T0 + 200).values() == [1.5, 2.5]
     cache.close()
     cache = MetricCache(str(tmp_path), memory_window=60, clock=clock)
-    assert sorted(cache.query("cpu", None, T0, T0 + 200).values()) == sorted(full + [15.0])
+    assert sorted(cache.query("cpu", {"pod": "a"}, T0, T0 + 200).values()) == sorted(full + [15.0])
+    assert cache.query("cpu", {"pod": "late"}, T0, T0 + 200).values() == [1.5, 2.5]
     cache.close()
 
 
@@ -443,4 +449,64 @@ def test_concurrent_append_query_flush(tmp_path) -> None:
     cache.close()
     cache = MetricCache(str(tmp_path), memory_window=100_000, clock=clock)
     assert cache.query("cpu", None, 0, INF).count() == batches * per_batch
+    cache.close()
+
+
+def test_flush_is_one_transaction_and_failed_flush_is_retried(tmp_path, caplog) -> None:
+    d = str(tmp_path)
+    cache = MetricCache(d, clock=FakeClock(T0 + 100))
+    for pod in ("a", "b", "c"):
+        cache.append(samples("cpu", {"pod": pod}, [(T0 + i, float(i)) for i in range(4)]))
+    statements: list[str] = []
+    cache._conn.set_trace_callback(statements.append)
+    cache.flush()
+    cache._conn.set_trace_callback(None)
+    assert [s for s in statements if s in ("BEGIN", "COMMIT")] == ["BEGIN", "COMMIT"]
+
+    class FailingOnce:
+        """Connection proxy whose first executemany fails like a full disk."""
+
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self._c = conn
+            self.failed = False
+
+        def executemany(self, *a):  # noqa: ANN002, ANN202
+            if not self.failed:
+                self.failed = True
+                raise sqlite3.OperationalError("database or disk is full")
+            return self._c.executemany(*a)
+
+        def __getattr__(self, name: str):  # noqa: ANN204
+            return getattr(self._c, name)
+
+    real = cache._conn
+    cache._conn = FailingOnce(real)  # type: ignore[assignment]
+    cache.append(samples("cpu", {"pod": "a"}, [(T0 + 10, 10.0)]))
+    cache.append(samples("cpu", {"pod": "new"}, [(T0 + 10, 5.0)]))
+    with caplog.at_level(logging.ERROR, logger="koordlet.metriccache"):
+        cache.flush()
+    assert any("flush failed" in r.getMessage() for r in caplog.records)
+    assert db_rows(d, "SELECT count(*), sum(n) FROM chunks") == [(3, 12)]  # rolled back
+    cache.flush()  # retried in full
+    cache._conn = real
+    assert db_rows(d, "SELECT count(*), sum(n) FROM chunks") == [(5, 14)]
+    cache.close()
+    cache = MetricCache(d, clock=FakeClock(T0 + 100))
+    assert cache.query("cpu", {"pod": "new"}, T0, T0 + 100).values() == [5.0]
+    assert cache.query("cpu", {"pod": "a"}, T0, T0 + 100).values() == [0.0, 1.0, 2.0, 3.0, 10.0]
+    cache.close()
+
+
+def test_unopenable_db_runs_memory_only_without_moving_it(tmp_path, caplog) -> None:
+    d = str(tmp_path)
+    os.mkdir(os.path.join(d, "metrics.db"))  # "unable to open database file", not corruption
+    with caplog.at_level(logging.ERROR, logger="koordlet.metriccache"):
+        cache = MetricCache(d, clock=FakeClock(T0 + 10))
+    assert any("memory-only" in r.getMessage() for r in caplog.records)
+    assert glob.glob(os.path.join(d, "metrics.db.corrupt-*")) == []
+    assert os.path.isdir(os.path.join(d, "metrics.db"))
+    cache.append(samples("cpu", {"pod": "a"}, [(T0, 1.0)]))
+    cache.flush()
+    cache.trim()
+    assert cache.query("cpu", None, 0, INF).values() == [1.0]
     cache.close()
