@@ -282,13 +282,13 @@ class Cgroups:
         usec = parse_kv(data).get(b"usage_usec")
         if usec is None:
             raise ValueError(f"{files.cpu}: no usage_usec")
-        return usec * 1000
+        return int(usec) * 1000
 
     def read_memory(self, files: UsageFiles) -> MemoryUsage:
         stat = parse_kv(read_bytes(files.memory_stat))
         usage = int(read_bytes(files.memory_usage))
         try:
-            ia, aa, ue, af, inf = (stat[k] for k in self._mem_keys)
+            ia, aa, ue, af, inf = map(int, map(stat.__getitem__, self._mem_keys))
         except KeyError as e:
             raise ValueError(f"{files.memory_stat}: missing {e.args[0].decode()}") from None
         return MemoryUsage(usage=usage, anon=ia + aa + ue, file=af + inf, inactive_file=inf)

@@ -1,0 +1,149 @@
+"""Benchmark: one usage-collection cycle over 200 real container cgroups vs. the read floor.
+
+The floor is the same files read with os.open/os.read/os.close in a tight loop, in the same run, interleaved
+with the cycles so both see the same machine state. The cycle is what the daemon does each interval:
+collect (node, pods, containers, BE, system) and append the samples to the metric cache.
+Then the real daemon runs against the same tree and its steady CPU and RSS are measured.
+
+Needs root and cgroup v1 controllers (as CI). Usage: python bench/collect_cycle.py [--pods 40 --per-pod 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import psutil  # noqa: E402
+
+from koordlet.collectors.usage import UsageCollection  # noqa: E402
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa: E402
+from koordlet.host.paths import HostPaths  # noqa: E402
+from koordlet.metriccache import MetricCache  # noqa: E402
+from koordlet.metrics import AgentMetrics  # noqa: E402
+from koordlet.states.standalone import StandalonePodSource  # noqa: E402
+from tests.realcgroup import IDLE, RealCgroupTree, v1_available  # noqa: E402
+
+QOS_MIX = (KubeQOS.GUARANTEED, KubeQOS.BURSTABLE, KubeQOS.BESTEFFORT)
+
+
+def build_tree(tree: RealCgroupTree, cgroups: Cgroups, pods: int, per_pod: int) -> None:
+    for qos in KubeQOS:
+        tree.mkdir(cgroups.layout.qos_dir(qos))
+    for p in range(pods):
+        qos = QOS_MIX[p % 3]
+        pod = cgroups.layout.pod_dir(qos, f"{p:08d}-bench-0000-0000-000000000000")
+        for c in range(per_pod):
+            rel = f"{pod}/{p:04d}{c:04d}" + "ab" * 28
+            tree.mkdir(rel)
+            if c == 0:
+                tree.spawn(rel, IDLE)        # a real task so memory.stat is not all zeros
+
+
+def floor_files(paths: HostPaths, cgroups: Cgroups, metas) -> list[str]:
+    """Exactly the files one cycle opens."""
+    files = [paths.proc("stat"), paths.proc("meminfo")]
+    for meta in metas:
+        for rel in [meta.cgroup_dir] + [r for _, r in meta.containers]:
+            f = cgroups.usage_files(rel)
+            files += [f.cpu, f.memory_stat, f.memory_usage]
+    be = cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
+    f = cgroups.usage_files(be)
+    files += [f.cpu, f.memory_stat, f.memory_usage, cgroups.path("cpuset", be, "cpuset.cpus"),
+              cgroups.path("cpu", be, "cpu.cfs_quota_us"), cgroups.path("cpu", be, "cpu.cfs_period_us")]
+    for meta in metas:
+        if meta.pod.kube_qos is KubeQOS.BESTEFFORT:
+            files += [cgroups.path("cpuset", r, "cpuset.cpus") for _, r in meta.containers]
+    return files
+
+
+def read_floor(files: list[str]) -> None:
+    for path in files:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        os.read(fd, 65536)
+        os.close(fd)
+
+
+def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float) -> tuple[float, float, float]:
+    """(millicores, rss MiB at end, rss MiB after warmup) of the real daemon on this tree."""
+    with tempfile.TemporaryDirectory() as cache:
+        proc = subprocess.Popen([sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "bench",
+                                 "--cgroup-root-dir", tree.link_root, "--cgroup-driver", "cgroupfs",
+                                 "--addr", "127.0.0.1:19316", "--tsdb-path", cache, "--log-level", "warning"])
+        try:
+            p = psutil.Process(proc.pid)
+            time.sleep(warmup)
+            rss_warm = p.memory_info().rss / 2**20
+            t0, c0 = time.monotonic(), sum(p.cpu_times()[:2])
+            time.sleep(seconds)
+            t1, c1 = time.monotonic(), sum(p.cpu_times()[:2])
+            rss_end = p.memory_info().rss / 2**20
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    return (c1 - c0) / (t1 - t0) * 1000, rss_end, rss_warm
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=40)
+    ap.add_argument("--per-pod", type=int, default=5)
+    ap.add_argument("--cycles", type=int, default=300)
+    ap.add_argument("--daemon-seconds", type=float, default=60.0)
+    args = ap.parse_args()
+    reason = v1_available()
+    if reason:
+        print(f"skipped: {reason}")
+        return 0
+    link_root = tempfile.mkdtemp(prefix="koordlet-bench-")
+    tree = RealCgroupTree(link_root)
+    try:
+        paths = HostPaths(link_root, "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+        cgroups = Cgroups(link_root, CgroupVersion.V1, Driver.CGROUPFS)
+        build_tree(tree, cgroups, args.pods, args.per_pod)
+        metas = StandalonePodSource(cgroups)()
+        containers = sum(len(m.containers) for m in metas)
+        files = floor_files(paths, cgroups, metas)
+        collection = UsageCollection(paths, cgroups, AgentMetrics("bench"), interval=1.0, outdated=10.0)
+        cache = MetricCache(None)
+        collection.run(metas)                                    # warm: paths cached, first samples skipped
+        read_floor(files)
+        cycle, collect_only, floor = [], [], []
+        for _ in range(args.cycles):
+            t = time.perf_counter()
+            read_floor(files)
+            floor.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            result = collection.run(metas)
+            t_collect = time.perf_counter() - t
+            cache.append(result.samples)
+            cycle.append(time.perf_counter() - t)
+            collect_only.append(t_collect)
+        med = statistics.median
+        p90 = lambda xs: sorted(xs)[int(len(xs) * 0.9)]  # noqa: E731
+        samples = len(result.samples)
+        print(f"containers={containers} pods={len(metas)} files_per_cycle={len(files)} samples_per_cycle={samples}")
+        print(f"read floor      median={med(floor) * 1e3:.2f} ms  p90={p90(floor) * 1e3:.2f} ms")
+        print(f"collect         median={med(collect_only) * 1e3:.2f} ms  p90={p90(collect_only) * 1e3:.2f} ms  "
+              f"ratio={med(collect_only) / med(floor):.2f}x")
+        print(f"collect+append  median={med(cycle) * 1e3:.2f} ms  p90={p90(cycle) * 1e3:.2f} ms  "
+              f"ratio={med(cycle) / med(floor):.2f}x (budget 1.5x)")
+        if args.daemon_seconds > 0:
+            mc, rss_end, rss_warm = measure_daemon(tree, args.daemon_seconds, warmup=15.0)
+            print(f"daemon 1s interval, {containers} containers: cpu={mc:.1f} millicores (budget 50)  "
+                  f"rss={rss_end:.1f} MiB (after warmup {rss_warm:.1f} MiB; budget 120)")
+    finally:
+        tree.cleanup()
+        shutil.rmtree(link_root)          # symlinks only; their targets are gone already
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
