@@ -1,0 +1,99 @@
+import logging
+import threading
+
+import yaml
+
+from koordlet.cli import main
+from koordlet.config import build
+from koordlet.agent import pod_source
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
+from koordlet.host.paths import HostPaths
+from koordlet.host.probes import probe
+from koordlet.states.informer import PodsInformer, TokenBucket
+from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.peers.kubelet_double import KubeletDouble
+
+A, B = "a" * 64, "b" * 64
+
+
+def kubelet_informer(port: int) -> PodsInformer:
+    cfg = build(environ={"NODE_NAME": "n1"}, flags={"kubelet-insecure-tls": True, "kubelet-read-only-port": port,
+                                                     "cgroup-driver": "systemd"})
+    cgroups = Cgroups("/nonexistent", CgroupVersion.V2, Driver.SYSTEMD)
+    return PodsInformer(pod_source(cfg, cgroups), 10.0, "kubelet")
+
+
+def test_kubelet_source_maps_cgroups_and_survives_outage(caplog):
+    with KubeletDouble() as kubelet:
+        kubelet.pods = [pod_object("u-1", "web", containers={"app": A}, qos="Guaranteed"),
+                        pod_object("u-2", "bad", containers={"app": B})]
+        kubelet.pods[1]["status"]["containerStatuses"][0]["containerID"] = "containerd://../.."
+        informer = kubelet_informer(kubelet.port)
+        with caplog.at_level(logging.WARNING):
+            assert informer.sync()
+        (meta,) = informer.pods                       # the malformed pod is skipped, the good one kept
+        assert meta.cgroup_dir == "kubepods.slice/kubepods-podu_1.slice"
+        assert meta.containers[0][1] == f"kubepods.slice/kubepods-podu_1.slice/cri-containerd-{A}.scope"
+        assert "pod default/bad" in caplog.text and "container id" in caplog.text
+        caplog.clear()
+        informer.sync()
+        assert "pod default/bad" not in caplog.text   # logged once, not every sync
+
+        kubelet.error_status = 500
+        with caplog.at_level(logging.WARNING):
+            assert not informer.sync()
+            assert not informer.sync()
+        assert [m.pod.uid for m in informer.pods] == ["u-1"]     # last good answer kept
+        assert caplog.text.count("pod sync failed") == 1
+        kubelet.error_status = None
+        with caplog.at_level(logging.INFO):
+            assert informer.sync()
+        assert "pod sync recovered" in caplog.text
+
+
+def test_token_bucket():
+    now = [0.0]
+    bucket = TokenBucket(rate=5.0, burst=2, clock=lambda: now[0])
+    assert bucket.delay() == 0 and bucket.delay() == 0
+    assert bucket.delay() > 0.19                        # burst spent: wait ~1/rate
+    now[0] += 0.2
+    assert bucket.delay() == 0
+
+
+def fake_host_flags(host: FakeHost) -> list[str]:
+    return ["--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", host.paths.proc_root,
+            "--sys-root-dir", host.paths.sys_root, "--sys-fs-root-dir", host.paths.sys_fs_root]
+
+
+def test_run_once_prints_a_summary(tmp_path, capsys):
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
+    host.add_pod(KubeQOS.BURSTABLE, "u-1", CgroupValues(anon=64 << 20), {A: CgroupValues()})
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump([pod_object("u-1", "web", namespace="shop", containers={"app": A})]))
+    rc = main(["run", "--once", "--standalone", "--collect-res-used-interval", "0.2", "--pods-file", str(pods)]
+              + fake_host_flags(host))
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "shop/web" in out and "LS" in out and "64.0" in out      # pod row with its memory in MiB
+    assert "node" in out and "cgroup=v1/cgroupfs" in out
+
+
+def test_doctor_on_a_v2_tree(tmp_path, capsys):
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V2, Driver.SYSTEMD)
+    open(host.paths.cgroup_root + "/cpu.max.burst", "w").close()
+    features = {f.name: f for f in probe(host.paths, Cgroups.detect(host.paths))}
+    assert features["cgroup version"].detail.startswith("v2")
+    assert features["kubepods tree"].supported
+    assert features["cpu burst"].supported
+    assert not features["cpu.idle (BE sched idle)"].supported
+    assert not features["resctrl (LLC/MB)"].supported
+    assert not features["cold memory (kidled)"].supported
+    assert features["controller memory"].supported and features["controller io"].supported
+    assert main(["doctor"] + fake_host_flags(host)) == 0
+    out = capsys.readouterr().out
+    assert "FEATURE" in out and "resctrl (LLC/MB)" in out
+
+
+def test_topology_placeholder_is_honest(capsys):
+    assert main(["topology"]) == 0
+    assert "not implemented yet" in capsys.readouterr().out
