@@ -82,6 +82,7 @@ class Agent:
         except OSError as e:
             raise StartupError(f"tsdb-path {config.tsdb_path}: {e.strerror or e}") from None
         informer = PodsInformer(pod_source(config, cgroups), config.kubelet_sync_interval, config.pod_source)
+        informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
         collection = UsageCollection(paths, cgroups, metrics, interval=config.collect_res_used_interval,
                                      outdated=config.collect_sys_metric_outdated_interval)
         return cls(config, paths, cgroups, metrics, cache, informer, collection)

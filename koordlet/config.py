@@ -13,14 +13,13 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import yaml
+from koordlet.yamlfile import load_yaml
 
 ENV_PREFIX = "KOORDLET_"
 
@@ -308,13 +307,7 @@ def _parse(option: Option, raw: Any, origin: str) -> Any:
 
 def load_file(path: str) -> dict[str, Any]:
     """Read a YAML config file into {option-name: parsed value}; unknown keys are errors."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"config file {path}: cannot read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path}: not valid YAML: {e}") from None
+    data = load_yaml(path, "config file", ConfigError)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -427,13 +420,3 @@ def build(*, file: str | None = None, flags: Mapping[str, Any] | None = None,
     kwargs.update(agent_mode=mode, standalone=standalone, feature_gates=gates, sources=sources)
     return Config(**kwargs)
 
-
-def describe(config: Config) -> list[tuple[str, str, str]]:
-    """(option, value, origin) rows for `koordlet run --once` and start-up logs."""
-    rows = []
-    for f in dataclasses.fields(config):
-        if f.name == "sources":
-            continue
-        name = f.name.replace("_", "-")
-        rows.append((name, repr(getattr(config, f.name)), config.sources.get(name, "derived")))
-    return rows

@@ -78,10 +78,8 @@ class PodsInformer:
         self._bucket = TokenBucket(5.0, 10)
         self._errors = LogOnce(log)
         self.synced = threading.Event()
-        self.last_sync = 0.0
-        self.sync_count = 0
-        self.error_count = 0
-        self.on_sync: list[Callable[[], None]] = []
+        self.on_sync: list[Callable[[], None]] = []     # after each good sync (PLEG re-arms its watches)
+        self.on_error: list[Callable[[], None]] = []    # after each failed sync (a metric counts them)
 
     @property
     def pods(self) -> tuple[PodMeta, ...]:
@@ -97,15 +95,14 @@ class PodsInformer:
         try:
             pods = self._fetch()
         except Exception as e:  # any source failure: keep the last good list
-            self.error_count += 1
+            for callback in self.on_error:
+                callback()
             self._errors("sync", "pod sync failed source=%s error=%s; keeping %d known pods", self._source,
                          str(e) or type(e).__name__, len(self._pods))
             return False
         if self._errors.forget("sync"):
             log.info("pod sync recovered source=%s pods=%d", self._source, len(pods))
         self._pods = tuple(sorted(pods, key=lambda m: (m.pod.namespace, m.pod.name, m.pod.uid)))
-        self.last_sync = time.time()
-        self.sync_count += 1
         self.synced.set()
         for callback in self.on_sync:
             callback()

@@ -12,10 +12,9 @@ import dataclasses
 import logging
 import os
 
-import yaml
-
 from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
+from koordlet.yamlfile import load_yaml
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import Container, Pod, pod_from_k8s
 
@@ -28,13 +27,7 @@ class PodsFileError(ValueError):
 
 def load_pods_file(path: str) -> tuple[dict[str, Pod], list[str]]:
     """({uid: Pod}, [error per rejected entry]); PodsFileError when the file as a whole is unusable."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise PodsFileError(f"pods file {path}: cannot read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise PodsFileError(f"pods file {path}: not valid YAML: {e}") from None
+    data = load_yaml(path, "pods file", PodsFileError)
     if data is None:
         return {}, []
     if isinstance(data, dict) and isinstance(data.get("items"), list):

@@ -1,6 +1,5 @@
 """The daemon as a user runs it: a real process, real HTTP, SIGTERM, and the metric cache on disk."""
 
-import os
 import signal
 import socket
 import subprocess
@@ -14,6 +13,7 @@ import yaml
 
 from koordlet.host.cgroup import CgroupVersion, Driver, KubeQOS
 from koordlet.metriccache import MetricCache
+from tests.waits import wait_for
 from tests.fakehost import CgroupValues, FakeHost, pod_object
 
 A = "a" * 64
@@ -31,15 +31,6 @@ def get(url: str) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
-
-
-def wait_for(predicate, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Collection against the real kernel: real pod/container cgroups, real busy/idle/memory processes."""
 
-import subprocess
+import os
 import threading
 import time
 
@@ -13,6 +13,7 @@ from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import PodsInformer
 from koordlet.states.pleg import Pleg
 from koordlet.states.standalone import StandalonePodSource
+from tests.waits import wait_for
 from tests.realcgroup import BUSY, IDLE, MEMORY_64M, proc_cpu_seconds, proc_rss_anon
 
 pytestmark = pytest.mark.root
@@ -43,7 +44,6 @@ def test_usage_matches_the_kernel(real_tree):
         real_tree.mkdir(rel)
     busy = real_tree.spawn(f"{ls_pod}/{BUSY_ID}", BUSY)
     idle = real_tree.spawn(f"{ls_pod}/{IDLE_ID}", IDLE)
-    mem = subprocess.Popen  # keep name for clarity below
     mem = real_tree.spawn(f"{be_pod}/{MEM_ID}", MEMORY_64M)
     time.sleep(0.5)                                   # let the memory process touch its pages
 
@@ -89,7 +89,7 @@ def test_vanishing_container_mid_cycle(real_tree):
     pods = StandalonePodSource(cgroups)()
     collection.run(pods)
     for s in ("cpu", "cpuacct", "cpuset", "memory"):
-        __import__("os").rmdir(real_tree.real(s, f"{pod}/{IDLE_ID}"))
+        os.rmdir(real_tree.real(s, f"{pod}/{IDLE_ID}"))
     real_tree.dirs.remove(f"{pod}/{IDLE_ID}")
     v = values(collection.run(pods).samples)
     assert ("pod_memory_usage", (("pod_uid", UID_LS),)) in v
@@ -114,13 +114,8 @@ def test_pleg_sees_new_pod_and_container_within_a_second(real_tree):
         assert informer.pods == ()
         pod = cgroups.layout.pod_dir(KubeQOS.BESTEFFORT, UID_BE)
 
-        def seen(predicate, deadline=1.0):
-            end = time.monotonic() + deadline
-            while time.monotonic() < end:
-                if predicate():
-                    return True
-                time.sleep(0.01)
-            return False
+        def seen(predicate):
+            return wait_for(predicate, 1.0)        # the issue's PLEG deadline
 
         real_tree.mkdir(pod)
         assert seen(lambda: [m.pod.uid for m in informer.pods] == [UID_BE])

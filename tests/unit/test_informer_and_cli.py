@@ -1,5 +1,4 @@
 import logging
-import threading
 
 import yaml
 
@@ -7,7 +6,6 @@ from koordlet.cli import main
 from koordlet.config import build
 from koordlet.agent import pod_source
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.host.paths import HostPaths
 from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
 from tests.fakehost import CgroupValues, FakeHost, pod_object
