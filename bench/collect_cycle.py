@@ -71,12 +71,14 @@ def read_floor(files: list[str]) -> None:
         os.close(fd)
 
 
-def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float) -> tuple[float, float, float]:
+def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float,
+                   extra: list[str]) -> tuple[float, float, float]:
     """(millicores, rss MiB at end, rss MiB after warmup) of the real daemon on this tree."""
     with tempfile.TemporaryDirectory() as cache:
         proc = subprocess.Popen([sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "bench",
                                  "--cgroup-root-dir", tree.link_root, "--cgroup-driver", "cgroupfs",
-                                 "--addr", "127.0.0.1:19316", "--tsdb-path", cache, "--log-level", "warning"])
+                                 "--addr", "127.0.0.1:19316", "--tsdb-path", cache, "--log-level", "warning",
+                                 *extra])
         try:
             p = psutil.Process(proc.pid)
             time.sleep(warmup)
@@ -97,6 +99,8 @@ def main() -> int:
     ap.add_argument("--per-pod", type=int, default=5)
     ap.add_argument("--cycles", type=int, default=300)
     ap.add_argument("--daemon-seconds", type=float, default=60.0)
+    ap.add_argument("--daemon-warmup", type=float, default=15.0)
+    ap.add_argument("--daemon-args", default="", help="extra agent flags, e.g. '--metric-cache-memory-window 60s'")
     args = ap.parse_args()
     reason = v1_available()
     if reason:
@@ -136,9 +140,10 @@ def main() -> int:
         print(f"collect+append  median={med(cycle) * 1e3:.2f} ms  p90={p90(cycle) * 1e3:.2f} ms  "
               f"ratio={med(cycle) / med(floor):.2f}x (budget 1.5x)")
         if args.daemon_seconds > 0:
-            mc, rss_end, rss_warm = measure_daemon(tree, args.daemon_seconds, warmup=15.0)
+            mc, rss_end, rss_warm = measure_daemon(tree, args.daemon_seconds, args.daemon_warmup,
+                                                   args.daemon_args.split())
             print(f"daemon 1s interval, {containers} containers: cpu={mc:.1f} millicores (budget 50)  "
-                  f"rss={rss_end:.1f} MiB (after warmup {rss_warm:.1f} MiB; budget 120)")
+                  f"rss={rss_end:.1f} MiB (after warmup {rss_warm:.1f} MiB; budget 120) {args.daemon_args}")
     finally:
         tree.cleanup()
         shutil.rmtree(link_root)          # symlinks only; their targets are gone already

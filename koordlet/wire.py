@@ -24,3 +24,28 @@ DEPRECATED_BATCH_CPU, DEPRECATED_BATCH_MEMORY = "koordinator.sh/batch-cpu", "koo
 
 # Kubernetes QoS classes as they appear in pod.status.qosClass.
 KUBE_GUARANTEED, KUBE_BURSTABLE, KUBE_BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"
+
+# NodeSLO (cluster-scoped CR named after the node) and the slo-controller-config ConfigMap that koord-manager
+# turns into it (reference/qos-enforcement.md §2; apis/configuration/slo_controller_config.go).
+NODESLO_API_VERSION, NODESLO_KIND = "slo.koordinator.sh/v1alpha1", "NodeSLO"
+SLO_CONFIG_NAMESPACE, SLO_CONFIG_NAME = "koordinator-system", "slo-controller-config"
+SLO_CFG_COLOCATION = "colocation-config"                      # does not feed NodeSLO
+SLO_CFG_RESOURCE_THRESHOLD = "resource-threshold-config"      # -> spec.resourceUsedThresholdWithBE
+SLO_CFG_RESOURCE_QOS = "resource-qos-config"                  # -> spec.resourceQOSStrategy
+SLO_CFG_CPU_BURST = "cpu-burst-config"                        # -> spec.cpuBurstStrategy
+SLO_CFG_SYSTEM = "system-config"                              # -> spec.systemStrategy
+SLO_CFG_HOST_APPLICATION = "host-application-config"          # -> spec.hostApplications
+SLO_CFG_CPU_NORMALIZATION = "cpu-normalization-config"        # does not feed NodeSLO
+SLO_CFG_RESOURCE_AMPLIFICATION = "resource-amplification-config"  # does not feed NodeSLO
+# Node annotation (a quantity) that overrides systemStrategy.totalNetworkBandwidth for that node.
+ANNOTATION_NODE_NETWORK_BANDWIDTH = "node.koordinator.sh/network-bandwidth"
+
+# NodeSLO enum values (apis/slo/v1alpha1/nodeslo_types.go, host_application.go).
+CPU_POLICY_GROUP_IDENTITY, CPU_POLICY_CORE_SCHED = "groupIdentity", "coreSched"
+NET_QOS_POLICY_TC, NET_QOS_POLICY_TERWAY = "tc", "terway-qos"
+CPU_SUPPRESS_CPUSET, CPU_SUPPRESS_CFS_QUOTA = "cpuset", "cfsQuota"
+CPU_EVICT_BY_REAL_LIMIT, CPU_EVICT_BY_ALLOCATABLE = "evictByRealLimit", "evictByAllocatable"
+CPU_BURST_NONE, CPU_BURST_ONLY, CFS_QUOTA_BURST_ONLY, CPU_BURST_AUTO = "none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"
+BLOCK_TYPE_DEVICE, BLOCK_TYPE_VOLUME_GROUP, BLOCK_TYPE_POD_VOLUME = "device", "volumegroup", "podvolume"
+CGROUP_BASE_ROOT, CGROUP_BASE_KUBEPODS = "CgroupRoot", "Kubepods"
+CGROUP_BASE_KUBE_BURSTABLE, CGROUP_BASE_KUBE_BESTEFFORT = "KubepodsBurstable", "KubepodsBesteffort"

@@ -1,0 +1,177 @@
+"""Presenting a host ``Topology``: plain dicts for JSON/YAML, a text table, and the upstream annotation values.
+
+Pure functions of a ``koordlet.host.topology.Topology``; reading the host is ``read_topology``'s job. The two
+annotation builders produce exactly what upstream koordlet writes on the NodeResourceTopology object
+(reference/metrics-and-reports.md §6.2), so the NRT reporter and ``koordlet topology`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from koordlet.host.topology import Topology
+
+# Annotation keys on the NodeResourceTopology object (reference §6.2).
+# TODO(wire): these belong in koordlet/wire.py with the other wire names; kept here until that module takes them.
+ANNOTATION_CPU_TOPOLOGY = "node.koordinator.sh/cpu-topology"
+ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
+
+OUTPUTS = ("table", "json", "yaml")
+
+
+def format_cpu_list(cpus: Sequence[int]) -> str:
+    """Sorted CPU ids to the kernel's list format ("0-3,8,10-11"); "" for none."""
+    ids = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def go_json(value: Any) -> str:
+    """JSON as Go's encoding/json.Marshal writes it: compact, UTF-8, with <, >, & and U+2028/9 escaped.
+
+    Byte-identical annotation values keep the NRT change detection from seeing a difference where there is none.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                    ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def cpu_topology_annotation(topo: Topology) -> dict:
+    """``{"detail": [{"id", "core", "socket", "node"}, ...]}`` sorted by CPU id; ``{}`` when empty (omitempty).
+
+    Like upstream (which drops lscpu rows whose SOCKET or CORE is "-"), CPUs without topology files are left out.
+    Beyond upstream: offline CPUs are left out too even where sysfs still describes them (arm64), because
+    koord-scheduler allocates cpusets from this list and an offline CPU cannot be put in one. A CPU that no NUMA
+    node lists reports node 0, as upstream's parse of lscpu's "-" does.
+    """
+    detail = [{"id": c.id, "core": c.core, "socket": c.socket, "node": c.node if c.node is not None else 0}
+              for c in topo.cpus if c.online and c.core is not None and c.socket is not None]
+    detail.sort(key=lambda d: d["id"])
+    return {"detail": detail} if detail else {}
+
+
+def cpu_basic_info_annotation(topo: Topology) -> dict:
+    """``{cpuModel, hyperThreadEnabled, turboEnabled, catL3CbmMask, vendorID}``, every field omitempty."""
+    b = topo.basic
+    fields = (("cpuModel", b.cpu_model), ("hyperThreadEnabled", b.hyper_thread_enabled),
+              ("turboEnabled", b.turbo_enabled), ("catL3CbmMask", b.cat_l3_cbm_mask), ("vendorID", b.vendor_id))
+    return {k: v for k, v in fields if v}
+
+
+def annotations(topo: Topology) -> dict[str, str]:
+    """Annotation key -> value string, as they go on the NodeResourceTopology object."""
+    return {ANNOTATION_CPU_TOPOLOGY: go_json(cpu_topology_annotation(topo)),
+            ANNOTATION_CPU_BASIC_INFO: go_json(cpu_basic_info_annotation(topo))}
+
+
+def to_dict(topo: Topology) -> dict:
+    """Everything, as JSON/YAML-ready plain data (CPU sets in kernel list format, memory in kB as the kernel
+    prints it plus ``memTotalBytes``)."""
+    fl = format_cpu_list
+    state = topo.cpu_manager
+    return {
+        "summary": {"sockets": len(topo.packages), "numaNodes": len(topo.nodes), "cores": len(topo.cores),
+                    "cpus": len(topo.cpus), "onlineCPUs": len(topo.online), "threadsPerCore": topo.threads_per_core,
+                    "l3Groups": len(topo.l3_groups), "numaFromSysfs": topo.numa_from_sysfs},
+        "cpuSets": {"present": fl(topo.present), "online": fl(topo.online), "offline": fl(topo.offline),
+                    "possible": fl(topo.possible)},
+        "basicInfo": {"cpuModel": topo.basic.cpu_model, "vendorID": topo.basic.vendor_id,
+                      "hyperThreadEnabled": topo.basic.hyper_thread_enabled,
+                      "turboEnabled": topo.basic.turbo_enabled, "catL3CbmMask": topo.basic.cat_l3_cbm_mask},
+        "numaNodes": [{"id": n.id, "cpus": fl(n.cpus), "memTotalBytes": n.mem_total_bytes,
+                       "gpuMemory": n.gpu_memory, "meminfoKB": dict(n.meminfo),
+                       "hugepages": {f"{size}kB": count for size, count in n.hugepages.items()}}
+                      for n in topo.nodes],
+        "sockets": [{"socket": p.socket, "physicalID": p.physical_id, "cpus": fl(p.cpus), "numaNodes": list(p.nodes)}
+                    for p in topo.packages],
+        "cores": [{"core": c.core, "coreID": c.core_id, "socket": c.socket, "node": c.node, "cpus": fl(c.cpus)}
+                  for c in topo.cores],
+        "caches": [{"name": c.name, "id": c.id, "level": c.level, "type": c.type, "sizeKB": c.size_kb,
+                    "cpus": fl(c.cpus)} for c in topo.caches],
+        "cpus": [{"cpu": c.id, "online": c.online, "node": c.node, "socket": c.socket, "core": c.core,
+                  "physicalPackageID": c.physical_package_id, "coreID": c.core_id, "siblings": fl(c.siblings),
+                  "caches": dict(c.caches)} for c in topo.cpus],
+        "kubeletCPUManager": None if state is None else {
+            "policyName": state.policy_name, "defaultCpuSet": fl(state.default_cpu_set),
+            "entries": {uid: {name: fl(cpus) for name, cpus in containers.items()}
+                        for uid, containers in state.entries.items()},
+            "checksum": state.checksum},
+        "kubeletCPUManagerError": topo.cpu_manager_error,
+        "annotations": annotations(topo),
+        "problems": list(topo.problems),
+    }
+
+
+def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    cells = [list(map(str, header))] + [["-" if c is None or c == "" else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _mib(kb: int | None) -> str:
+    return "-" if kb is None else f"{kb / 1024:.0f}"
+
+
+def render_table(topo: Topology) -> str:
+    """Human view: summary, NUMA nodes, sockets, one row per CPU (like ``lscpu -e``), kubelet CPU manager."""
+    fl = format_cpu_list
+    b = topo.basic
+    cache_names = sorted({name for c in topo.cpus for name in c.caches})
+    lines = [
+        f"{len(topo.packages)} socket(s), {len(topo.nodes)} NUMA node(s), {len(topo.cores)} core(s), "
+        f"{len(topo.cpus)} CPU(s) ({len(topo.online)} online), {topo.threads_per_core} thread(s) per core"
+        + ("" if topo.numa_from_sysfs else "  [no NUMA in sysfs: one node 0]"),
+        f"model: {b.cpu_model or '-'}  vendor: {b.vendor_id or '-'}  hyper-threading: "
+        f"{'yes' if b.hyper_thread_enabled else 'no'}  turbo: {'yes' if b.turbo_enabled else 'no'}  "
+        f"CAT L3 mask: {b.cat_l3_cbm_mask or '-'}",
+        f"present: {fl(topo.present) or '-'}  online: {fl(topo.online) or '-'}  "
+        f"offline: {fl(topo.offline) or '-'}  possible: {fl(topo.possible) or '-'}",
+        "",
+        _table([(n.id, fl(n.cpus), _mib(n.meminfo.get("MemTotal")), _mib(n.meminfo.get("MemFree")),
+                 _mib(n.meminfo.get("FilePages")),
+                 ",".join(f"{s}kB:{c}" for s, c in n.hugepages.items()), "gpu-memory" if n.gpu_memory else "")
+                for n in topo.nodes],
+               ("NODE", "CPUS", "MEMTOTAL(MiB)", "MEMFREE(MiB)", "FILEPAGES(MiB)", "HUGEPAGES", "NOTE")),
+        "",
+        _table([(p.socket, p.physical_id, ",".join(map(str, p.nodes)), fl(p.cpus),
+                 sum(1 for c in topo.cores if c.socket == p.socket)) for p in topo.packages],
+               ("SOCKET", "PHYSICAL-ID", "NODES", "CPUS", "CORES")),
+        "",
+        _table([(c.id, c.node, c.socket, c.core, ":".join(str(c.caches[n]) for n in cache_names if n in c.caches),
+                 "yes" if c.online else "no") for c in topo.cpus],
+               ("CPU", "NODE", "SOCKET", "CORE", ":".join(cache_names) or "CACHE", "ONLINE")),
+    ]
+    state = topo.cpu_manager
+    if state is not None:
+        lines += ["", f"kubelet CPU manager: policy={state.policy_name}  "
+                      f"defaultCpuSet={fl(state.default_cpu_set) or '-'}"]
+        rows = [(uid, name, fl(cpus)) for uid, cs in sorted(state.entries.items()) for name, cpus in sorted(cs.items())]
+        if rows:
+            lines.append(_table(rows, ("POD-UID", "CONTAINER", "CPUSET")))
+    elif topo.cpu_manager_error:
+        lines += ["", f"kubelet CPU manager: {topo.cpu_manager_error}"]
+    if topo.problems:
+        lines += ["", "skipped malformed files:"] + [f"  {p}" for p in topo.problems]
+    return "\n".join(lines)
+
+
+def render(topo: Topology, output: str = "table") -> str:
+    """``output`` is one of OUTPUTS; ValueError otherwise."""
+    if output == "table":
+        return render_table(topo)
+    if output == "json":
+        return json.dumps(to_dict(topo), indent=2)
+    if output == "yaml":
+        import yaml  # lazily: only this output needs it
+        return yaml.safe_dump(to_dict(topo), sort_keys=False, default_flow_style=False)
+    raise ValueError(f"unknown output {output!r}: expected one of {', '.join(OUTPUTS)}")
