@@ -15,6 +15,7 @@ from typing import Sequence
 
 from koordlet import __version__
 from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
+from koordlet.sdnotify import notify
 
 log = logging.getLogger("koordlet")
 
@@ -66,7 +67,7 @@ def cmd_run(config: Config, once: bool) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    agent.run(stop)
+    agent.run(stop, on_ready=lambda: notify("READY=1"))
     return 0
 
 

@@ -1,5 +1,6 @@
 """The daemon as a user runs it: a real process, real HTTP, SIGTERM, and the metric cache on disk."""
 
+import os
 import signal
 import socket
 import subprocess
@@ -100,3 +101,22 @@ def test_not_ready_until_pods_synced_and_collected(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "cgroup-root-dir" in r.stderr and "missing" in r.stderr
+
+
+def test_systemd_notify_ready(tmp_path):
+    """Type=notify: the agent sends READY=1 on $NOTIFY_SOCKET once it serves (a real datagram socket)."""
+    host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
+    sock_path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(sock_path)
+        sock.settimeout(15)
+        env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+        proc = subprocess.Popen([sys.executable, "-m", "koordlet", "run", "--standalone", "--addr",
+                                 f"127.0.0.1:{free_port()}", "--tsdb-path", str(tmp_path / "c"),
+                                 "--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", "/proc/"],
+                                env=env, stderr=subprocess.DEVNULL)
+        try:
+            assert sock.recv(64) == b"READY=1"
+        finally:
+            proc.terminate()
+            proc.wait(5)

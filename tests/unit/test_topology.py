@@ -182,10 +182,10 @@ def extracted(tmp_path_factory):
                 members = []
                 for m in tf.getmembers():
                     rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-                    if m.isdir() or (rel.startswith(_KEEP) and not _SKIP.match(rel)):
+                    if rel.startswith(_KEEP) and not _SKIP.match(rel):
                         members.append(m)
                 tf.extractall(dest, members=members, filter="data")
-            (top,) = [p for p in dest.iterdir() if p.is_dir()]
+            (top,) = [p for p in dest.iterdir() if p.is_dir()]    # parents of kept members are created
             cache[name] = top
         return cache[name]
     return get
