@@ -53,7 +53,7 @@ __all__ = [
     "ResourceQOS", "ResourceQOSPolicies", "ResourceQOSStrategy", "ResourceThresholdStrategy", "CPUBurstStrategy",
     "SystemStrategy", "CgroupPath", "HostApplicationStrategy", "HostApplicationSpec", "NodeSLOSpec",
     "default_node_slo_spec", "merge_node_slo_spec", "node_slo_from_object", "match_label_selector",
-    "SLOControllerConfig", "NodeSLOFile",
+    "SLOControllerConfig", "NodeSLOFile", "NodeSLOFileError",
 ]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -467,10 +467,11 @@ class _Ctx:
         self.errors.append(_Err(path, problem))
         return _ABSENT
 
-    def claim(self, mark: int, section: str, dropped: bool = False) -> None:
+    def claim(self, mark: int, section: str) -> None:
+        """Errors since ``mark`` not yet owned by an inner section belong to ``section``."""
         for e in self.errors[mark:]:
             if e.section is None:
-                e.section, e.dropped = section, dropped
+                e.section = section
 
 
 def _show(v: Any) -> str:
@@ -588,7 +589,8 @@ def _decode_list(w: _W, raw: Any, path: str, ctx: _Ctx) -> Any:
         mark = len(ctx.errors)
         value = _decode_obj(w.cls, element, None, sub, ctx)
         if w.cls._section and len(ctx.errors) > mark:
-            ctx.claim(mark, sub, dropped=True)
+            for e in ctx.errors[mark:]:          # the element is the section: it is dropped, not defaulted
+                e.section, e.dropped = sub, True
             continue
         if value is not _ABSENT:
             items.append(value)
