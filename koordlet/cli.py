@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     add_flags(run)
     doctor = sub.add_parser("doctor", help="which kernel/cgroup features this host supports, and why not")
     add_flags(doctor)
-    topo = sub.add_parser("topology", help="CPU/NUMA/device topology of this host")
+    topo = sub.add_parser("topology", help="CPU/NUMA topology of this host (GPU/RDMA with the device issue)")
+    topo.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     add_flags(topo)
     sub.add_parser("version", help="print the version")
     return parser
@@ -133,5 +134,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_run(config, args.once)
     if args.command == "doctor":
         return cmd_doctor(config)
-    print("koordlet topology: not implemented yet (CPU/NUMA/GPU topology arrives with issue 3/4)")
+    return cmd_topology(config, args.output)
+
+
+def cmd_topology(config: Config, output: str) -> int:
+    from koordlet.host.paths import HostPaths
+    from koordlet.host.topology import read_topology
+    from koordlet.topology import render
+    topo = read_topology(HostPaths.from_config(config))
+    print(render(topo, output))
+    for problem in topo.problems:
+        print(f"koordlet topology: skipped: {problem}", file=sys.stderr)
     return 0

@@ -13,9 +13,7 @@ from typing import Any, Sequence
 from koordlet.host.topology import Topology
 
 # Annotation keys on the NodeResourceTopology object (reference §6.2).
-# TODO(wire): these belong in koordlet/wire.py with the other wire names; kept here until that module takes them.
-ANNOTATION_CPU_TOPOLOGY = "node.koordinator.sh/cpu-topology"
-ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
+from koordlet.wire import ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY
 
 OUTPUTS = ("table", "json", "yaml")
 

@@ -49,3 +49,7 @@ CPU_BURST_NONE, CPU_BURST_ONLY, CFS_QUOTA_BURST_ONLY, CPU_BURST_AUTO = "none", "
 BLOCK_TYPE_DEVICE, BLOCK_TYPE_VOLUME_GROUP, BLOCK_TYPE_POD_VOLUME = "device", "volumegroup", "podvolume"
 CGROUP_BASE_ROOT, CGROUP_BASE_KUBEPODS = "CgroupRoot", "Kubepods"
 CGROUP_BASE_KUBE_BURSTABLE, CGROUP_BASE_KUBE_BESTEFFORT = "KubepodsBurstable", "KubepodsBesteffort"
+
+# NodeResourceTopology annotations (reference/metrics-and-reports.md §6.2).
+ANNOTATION_CPU_TOPOLOGY = "node.koordinator.sh/cpu-topology"
+ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"

@@ -311,9 +311,10 @@ def _read_cpus(paths: HostPaths, present: list[int], online: set[int], node_of: 
         core_id = _int(os.path.join(topo_dir, "core_id"), problems)
         sib = _siblings(topo_dir, problems)
         socket = socket_index.setdefault(pkg, len(socket_index)) if pkg is not None else None
-        # lscpu keys a core by its sibling mask; a CPU missing from its own mask (offline, empty file) has none
+        # lscpu keys a core by its sibling mask, and a CPU missing from its own mask (offline, empty file) gets
+        # no core; only a kernel without any sibling file falls back to (package, core_id)
         key: object = frozenset(sib) if sib and cpu in sib else (
-            ("id", pkg, core_id) if pkg is not None and core_id is not None else None)
+            ("id", pkg, core_id) if sib is None and pkg is not None and core_id is not None else None)
         core = core_index.setdefault(key, len(core_index)) if key is not None else None
         caches: dict[str, int] = {}
         cache_dir = os.path.join(cpu_dir, "cache")
@@ -475,7 +476,9 @@ def parse_cpu_manager_state(data: bytes) -> CPUManagerState:
         default_cpus = tuple(parse_cpu_list(default))
     except ValueError:
         raise ValueError(f"defaultCpuSet {default!r} is not a CPU list") from None
-    raw_entries = doc.get("entries") or {}
+    raw_entries = doc.get("entries")
+    if raw_entries is None:                  # policy "none" writes no entries
+        raw_entries = {}
     if not isinstance(raw_entries, dict):
         raise ValueError("entries is not an object")
     entries: dict[str, dict[str, tuple[int, ...]]] = {}

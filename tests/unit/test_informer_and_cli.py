@@ -1,4 +1,6 @@
+import json
 import logging
+import os
 
 import yaml
 
@@ -92,6 +94,8 @@ def test_doctor_on_a_v2_tree(tmp_path, capsys):
     assert "FEATURE" in out and "resctrl (LLC/MB)" in out
 
 
-def test_topology_placeholder_is_honest(capsys):
-    assert main(["topology"]) == 0
-    assert "not implemented yet" in capsys.readouterr().out
+def test_topology_command_on_this_host(capsys):
+    assert main(["topology", "--output", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["onlineCPUs"] == os.cpu_count()
+    assert data["summary"]["numaNodes"] >= 1

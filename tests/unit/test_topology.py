@@ -8,6 +8,7 @@ second, independent oracle for the lscpu-style SOCKET/CORE/cache numbering the a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import (Topology, parse_cpu_manager_state, parse_cpu_mask, parse_node_meminfo,
                                     read_cpu_manager_state, read_topology)
@@ -31,10 +33,16 @@ from koordlet.topology import (ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOG
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "sysfs-hwloc"
 
-# Only what the topology reader (and lscpu) look at: skips PCI, block, cgroup trees and the thousands of
-# nodeN/memoryM links, which keeps extraction of the largest dump well under a second.
-_KEEP = ("proc/", "sys/devices/system/cpu/", "sys/devices/system/node/", "sys/fs/resctrl/")
-_SKIP = re.compile(r"sys/devices/system/node/node\d+/memory\d+")
+# Only the files the topology reader and lscpu look at (paths relative to the dump's root): extracting PCI,
+# block, cgroup, cpufreq and the thousands of nodeN/memoryM links costs seconds and tests nothing here.
+_WANTED = re.compile(r"""^(?:
+    proc/(?:cpuinfo|meminfo|driver/nvidia/gpus/[^/]+/numa_status)
+  | sys/devices/system/cpu/(?:online|offline|present|possible|smt/active|intel_pstate/no_turbo)
+  | sys/devices/system/cpu/cpu\d+/(?:online|topology/\w+|cache/index\d+/(?:level|type|id|size|shared_cpu_\w+))
+  | sys/devices/system/node/(?:online|possible|has_\w+)
+  | sys/devices/system/node/node\d+/(?:cpulist|cpumap|meminfo|hugepages/hugepages-\d+kB/nr_hugepages)
+  | sys/fs/resctrl/info/L3/cbm_mask
+)$""", re.X)
 
 
 # ----------------------------------------------------------------------------------------------- hwloc's answer
@@ -50,6 +58,7 @@ class Hwloc:
     cores: list[tuple[int, int, set[int]]]     # (L#, P#, CPUs) in hwloc's logical order
     l3: list[set[int]]
     cpu_model: str
+    l3_size_kb: set[int] = field(default_factory=set)
     restricted: bool = False                   # hwloc pruned objects outside its cgroup's cpuset
     counts: dict[str, int] = field(default_factory=dict)   # lstopo's "depth N: count Type" summary
 
@@ -83,6 +92,7 @@ def parse_hwloc_xml(path: Path) -> Hwloc:
             out.cores.append((len(out.cores), int(el.get("os_index")), cpus))
         elif kind == "L3Cache":
             out.l3.append(cpus)
+            out.l3_size_kb.add(int(el.get("cache_size")) // 1024)
     # a restricted topology drops whole nodes (32amd64: nodes 6-7); the complete nodeset still names them
     for n in complete_nodes - set(out.nodes):
         out.nodes[n] = set()
@@ -138,6 +148,8 @@ def parse_lstopo_console(path: Path) -> Hwloc:
             out.cores.append((o["l"], o["p"], o["pus"]))
         elif o["type"] == "L3Cache":
             out.l3.append(o["pus"])
+            size, unit = re.search(r"size=(\d+)(KiB|MiB)", o["attrs"]).groups()
+            out.l3_size_kb.add(int(size) * (1024 if unit == "MiB" else 1))
     return out
 
 
@@ -178,15 +190,19 @@ def extracted(tmp_path_factory):
     def get(name: str) -> Path:
         if name not in cache:
             dest = tmp_path_factory.mktemp(name.replace("+", "_"))
+            tops = set()
             with tarfile.open(FIXTURES / f"{name}.tar.bz2") as tf:
-                members = []
-                for m in tf.getmembers():
-                    rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-                    if rel.startswith(_KEEP) and not _SKIP.match(rel):
-                        members.append(m)
-                tf.extractall(dest, members=members, filter="data")
-            (top,) = [p for p in dest.iterdir() if p.is_dir()]    # parents of kept members are created
-            cache[name] = top
+                # only the wanted regular files: creating files dominates this module's run time on a slow disk;
+                # data_filter still refuses any member that would land outside `dest`
+                for m in tf:
+                    top, _, rel = m.name.partition("/")
+                    tops.add(top)
+                    if m.isreg() and _WANTED.match(rel):
+                        target = dest / tarfile.data_filter(m, str(dest)).name
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(tf.extractfile(m).read())
+            (top,) = tops                                  # the dump's own root dir, not always the tarball's name
+            cache[name] = dest / top
         return cache[name]
     return get
 
@@ -276,6 +292,7 @@ def test_packages_cores_and_l3_agree_with_hwloc(fx, loaded):
 
     if hw.l3:
         assert {frozenset(g.cpus) for g in topo.l3_groups} >= {frozenset(s) for s in hw.l3}
+        assert {g.size_kb for g in topo.l3_groups} == hw.l3_size_kb
         if not hw.restricted:
             assert len(topo.l3_groups) == len(hw.l3)
     else:
@@ -447,7 +464,6 @@ class FakeSys:
         self.write(f"{base}/present", present)
         self.write(f"{base}/online", online)
         self.write(f"{base}/possible", possible)
-        from koordlet.host.cgroup import parse_cpu_list
         offline = sorted(set(parse_cpu_list(possible)) - set(parse_cpu_list(online)))
         self.write(f"{base}/offline", format_cpu_list(offline))
 
@@ -480,11 +496,10 @@ class FakeSys:
             self.write(f"{d}/hugepages/hugepages-{size}kB/nr_hugepages", str(n))
 
 
-@pytest.fixture
-def sparse_host(tmp_path) -> FakeSys:
+def build_sparse_host(root: Path) -> FakeSys:
     """Two packages, SMT2 with Intel-style sibling numbering (cpu N and N+8), CPUs 4-7 absent (sparse), cpu 11
     present but offline (so cpu 3 has no sibling and cpu 11 no topology dir), no /proc/cpuinfo."""
-    h = FakeSys(tmp_path)
+    h = FakeSys(root)
     h.cpu_files(present="0-3,8-11", online="0-3,8-10", possible="0-15")
     pkg = {0: [0, 1, 8, 9], 1: [2, 3, 10]}
     l3 = {0: [0, 1, 8, 9], 1: [2, 3, 10]}
@@ -502,8 +517,26 @@ def sparse_host(tmp_path) -> FakeSys:
     return h
 
 
-def test_offline_and_sparse_cpus(sparse_host):
-    topo = read_topology(sparse_host.paths)
+@pytest.fixture
+def sparse_host(tmp_path) -> FakeSys:
+    """A tree of its own, for tests that change it."""
+    return build_sparse_host(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def sparse_ro(tmp_path_factory) -> FakeSys:
+    """One shared tree for tests that only read it (file creation is the slow part of this module)."""
+    return build_sparse_host(tmp_path_factory.mktemp("sparse"))
+
+
+@pytest.fixture
+def kubelet(sparse_ro, tmp_path) -> tuple[HostPaths, Path]:
+    """The shared sparse tree with a per-test kubelet directory: (paths, cpu_manager_state path)."""
+    return dataclasses.replace(sparse_ro.paths, var_lib_kubelet=str(tmp_path)), tmp_path / "cpu_manager_state"
+
+
+def test_offline_and_sparse_cpus(sparse_ro):
+    topo = read_topology(sparse_ro.paths)
     assert topo.problems == ()
     assert [c.id for c in topo.cpus] == [0, 1, 2, 3, 8, 9, 10, 11]
     assert format_cpu_list(topo.offline) == "4-7,11-15"      # the kernel's meaning: possible but not online
@@ -524,6 +557,16 @@ def test_offline_and_sparse_cpus(sparse_host):
         {"id": 2, "core": 2, "socket": 1, "node": 1}, {"id": 3, "core": 3, "socket": 1, "node": 1},
         {"id": 8, "core": 0, "socket": 0, "node": 0}, {"id": 9, "core": 1, "socket": 0, "node": 0},
         {"id": 10, "core": 2, "socket": 1, "node": 1}]}
+
+
+def test_offline_cpu_that_keeps_its_topology_stays_out_of_the_annotation(sparse_host):
+    """arm64 keeps topology/ of an offline CPU, so lscpu (and upstream) would list it; a cpuset cannot hold it."""
+    sparse_host.cpu(11, package=1, core_id=1, siblings=[11], package_cpus=[2, 3, 10, 11], caches=[])
+    topo = read_topology(sparse_host.paths)
+    c11 = topo.cpu(11)
+    assert (c11.online, c11.socket, c11.core) == (False, 1, 4)
+    assert 11 not in [d["id"] for d in cpu_topology_annotation(topo)["detail"]]
+    assert len(cpu_topology_annotation(topo)["detail"]) == 7
 
 
 def test_basic_info_without_cpuinfo_is_empty_not_an_error(sparse_host):
@@ -593,13 +636,10 @@ STATIC_STATE = {"policyName": "static", "defaultCpuSet": "0-1,6-7",
                 "checksum": 3716479342}
 
 
-def _kubelet_state(h: FakeSys, text: str) -> None:
-    h.write("var/lib/kubelet/cpu_manager_state", text)
-
-
-def test_cpu_manager_state_static_policy(sparse_host):
-    _kubelet_state(sparse_host, json.dumps(STATIC_STATE))
-    topo = read_topology(sparse_host.paths)
+def test_cpu_manager_state_static_policy(kubelet):
+    paths, state_file = kubelet
+    state_file.write_text(json.dumps(STATIC_STATE))
+    topo = read_topology(paths)
     assert topo.cpu_manager_error == ""
     state = topo.cpu_manager
     assert state.policy_name == "static" and state.default_cpu_set == (0, 1, 6, 7)
@@ -611,10 +651,11 @@ def test_cpu_manager_state_static_policy(sparse_host):
     assert "sidecar" in render(topo, "table")
 
 
-def test_cpu_manager_state_none_policy_and_absent(sparse_host):
-    assert read_cpu_manager_state(sparse_host.paths) == (None, "")
-    _kubelet_state(sparse_host, '{"policyName":"none","defaultCpuSet":"","checksum":1353318690}')
-    state, error = read_cpu_manager_state(sparse_host.paths)
+def test_cpu_manager_state_none_policy_and_absent(kubelet):
+    paths, state_file = kubelet
+    assert read_cpu_manager_state(paths) == (None, "")
+    state_file.write_text('{"policyName":"none","defaultCpuSet":"","checksum":1353318690}')
+    state, error = read_cpu_manager_state(paths)
     assert error == "" and (state.policy_name, state.default_cpu_set, state.entries) == ("none", (), {})
 
 
@@ -626,13 +667,15 @@ def test_cpu_manager_state_none_policy_and_absent(sparse_host):
     ('{"policyName":"static","defaultCpuSet":"","entries":{"uid":"1-2"}}', "entries['uid']"),
     ('{"policyName":"static","defaultCpuSet":"","entries":{"uid":{"c":"a"}}}', "entries['uid']['c']"),
     ('{"policyName":"static","defaultCpuSet":"","checksum":"x"}', "checksum"),
+    ('{"policyName":"static","defaultCpuSet":"","entries":[]}', "entries is not an object"),
     ("", "not valid JSON"),
 ])
-def test_malformed_cpu_manager_state_is_an_error_field(sparse_host, text, problem):
-    _kubelet_state(sparse_host, text)
-    topo = read_topology(sparse_host.paths)             # never raises for kubelet's file
+def test_malformed_cpu_manager_state_is_an_error_field(kubelet, text, problem):
+    paths, state_file = kubelet
+    state_file.write_text(text)
+    topo = read_topology(paths)                         # never raises for kubelet's file
     assert topo.cpu_manager is None
-    assert topo.cpu_manager_error.startswith(os.path.join(sparse_host.paths.var_lib_kubelet, "cpu_manager_state"))
+    assert topo.cpu_manager_error.startswith(f"{state_file}: ")
     assert problem in topo.cpu_manager_error
     assert len(topo.cpus) == 8                           # the rest of the topology is unaffected
     assert to_dict(topo)["kubeletCPUManagerError"] == topo.cpu_manager_error
@@ -657,9 +700,10 @@ def test_format_cpu_list_and_meminfo_parser():
     assert parse_node_meminfo("MemTotal:  42 kB\n") == {"MemTotal": 42}
 
 
-def test_render_outputs(sparse_host):
-    _kubelet_state(sparse_host, json.dumps(STATIC_STATE))
-    topo = read_topology(sparse_host.paths)
+def test_render_outputs(kubelet):
+    paths, state_file = kubelet
+    state_file.write_text(json.dumps(STATIC_STATE))
+    topo = read_topology(paths)
     as_json = json.loads(render(topo, "json"))
     assert as_json == json.loads(json.dumps(to_dict(topo)))
     assert yaml.safe_load(render(topo, "yaml")) == as_json
