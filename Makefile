@@ -24,6 +24,7 @@ test: venv
 
 bench: venv
 	$(BIN)/python bench/collect_cycle.py
+	$(BIN)/python bench/topology_scan.py
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

@@ -1,0 +1,85 @@
+"""Benchmark: a full topology scan (read_topology) of the largest sysfs fixture and of this host.
+
+The floor is opening and reading the same sysfs files the scan reads (its file list is taken with an audit
+hook), so the ratio shows what the parsing costs on top of the kernel/disk reads.
+Usage: python bench/topology_scan.py [--runs 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from koordlet.host.paths import HostPaths  # noqa: E402
+from koordlet.host.topology import read_topology  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs-hwloc"
+LARGEST = "40intel64-2g2n4c+pcilocality"
+
+_opened: list[str] | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _opened is not None and event == "open" and isinstance(args[0], (str, bytes)):
+        _opened.append(os.fsdecode(args[0]))
+
+
+def files_read(paths: HostPaths) -> list[str]:
+    global _opened
+    _opened = []
+    read_topology(paths)
+    files, _opened = [f for f in _opened if os.path.isfile(f)], None
+    return files
+
+
+def floor(files: list[str]) -> None:
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        os.read(fd, 65536)
+        os.close(fd)
+
+
+def measure(label: str, paths: HostPaths, runs: int) -> None:
+    files = files_read(paths)
+    read_topology(paths)
+    scan, base = [], []
+    for _ in range(runs):
+        t = time.perf_counter()
+        floor(files)
+        base.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        topo = read_topology(paths)
+        scan.append(time.perf_counter() - t)
+    med = statistics.median
+    print(f"{label}: cpus={len(topo.cpus)} files={len(files)} read_topology median={med(scan) * 1e3:.2f} ms "
+          f"floor={med(base) * 1e3:.2f} ms ratio={med(scan) / med(base):.2f}x")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=60)
+    args = ap.parse_args()
+    sys.addaudithook(_audit)
+    measure("this host", HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run",
+                                   "/var/lib/kubelet"), args.runs)
+    if not (FIXTURES / f"{LARGEST}.tar.bz2").exists():
+        print(f"skipped fixture: {FIXTURES} not found")
+        return 0
+    with tempfile.TemporaryDirectory() as d:
+        with tarfile.open(FIXTURES / f"{LARGEST}.tar.bz2") as tf:
+            tf.extractall(d, filter="data")
+        (top,) = os.listdir(d)
+        measure(LARGEST, HostPaths.under(os.path.join(d, top)), args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
