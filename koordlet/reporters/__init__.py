@@ -1,0 +1,1 @@
+"""Reporters: NodeMetric status, NodeResourceTopology and Device objects, to the API server or to files."""

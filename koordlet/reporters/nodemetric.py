@@ -1,0 +1,158 @@
+"""NodeMetric (``slo.koordinator.sh/v1alpha1``) status, built from the metric cache as upstream koordlet does.
+
+Facts: reference/metrics-and-reports.md §4, checked against upstream's states_nodemetric.go:
+* the spec's ``metricCollectPolicy`` is merged over defaults; aggregateDurationSeconds is at least 60 and
+  reportIntervalSeconds at least 30;
+* ``nodeUsage`` / ``systemUsage`` are AVG over [now − aggregateDuration, now];
+* ``aggregatedNodeUsages`` / ``aggregatedSystemUsages`` carry p50/p90/p95/p99 per policy duration, and a
+  ResourceMap whose CPU series covers less than half its window (cold start) is sent empty ``{}``;
+* pods without samples in the window are left out; memory follows ``nodeMemoryCollectPolicy``;
+* CPU is a milli-quantity truncated toward zero, memory a BinarySI byte count.
+
+Not yet here: numaUsages (needs the NUMA collectors), GPU devices (device issue), and the prod reclaimable
+predictor — ``prodReclaimableMetric`` is sent as ``{"resource": {}}``, exactly what upstream sends when its
+predictor fails, and ``prodPeakMetric`` is omitted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from koordlet.config import parse_duration
+from koordlet.metriccache import EmptyError, MetricCache
+from koordlet.quantity import format_bytes, format_milli
+from koordlet.states.informer import PodMeta
+
+API_VERSION = "slo.koordinator.sh/v1alpha1"
+AGGREGATIONS = ("p50", "p90", "p95", "p99")
+MEMORY_POLICIES = ("usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache")
+COLD_START_RATIO = 0.5
+
+# metric kind per (scope, memory policy); hot-page data needs kidled, which falls back as upstream does
+_MEMORY_KIND = {
+    ("node", "usageWithPageCache"): "node_memory_usage_with_page_cache",
+    ("pod", "usageWithPageCache"): "pod_memory_usage_with_page_cache",
+}
+
+
+@dataclass(frozen=True)
+class CollectPolicy:
+    aggregate_duration: float = 300.0
+    report_interval: float = 60.0
+    durations: tuple[float, ...] = (300.0, 600.0, 1800.0)
+    memory_policy: str = "usageWithoutPageCache"
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> tuple["CollectPolicy", list[str]]:
+        """Spec fields merged over the defaults; a bad field keeps its default and is reported."""
+        errors: list[str] = []
+        raw = (spec or {}).get("metricCollectPolicy") or {}
+        if not isinstance(raw, Mapping):
+            return cls(), [f"spec.metricCollectPolicy: expected an object, got {type(raw).__name__}"]
+        base = cls()
+        values: dict[str, Any] = {}
+
+        def seconds(key: str, attr: str, minimum: float) -> None:
+            v = raw.get(key)
+            if v is None:
+                return
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                errors.append(f"spec.metricCollectPolicy.{key}: expected a non-negative number, got {v!r}")
+                return
+            values[attr] = max(float(v), minimum)
+
+        seconds("aggregateDurationSeconds", "aggregate_duration", 60.0)
+        seconds("reportIntervalSeconds", "report_interval", 30.0)
+        durations = (raw.get("nodeAggregatePolicy") or {}).get("durations")
+        if durations is not None:
+            try:
+                values["durations"] = tuple(parse_duration(d) for d in durations)
+            except (TypeError, ValueError) as e:
+                errors.append(f"spec.metricCollectPolicy.nodeAggregatePolicy.durations: {e}")
+        policy = raw.get("nodeMemoryCollectPolicy")
+        if policy is not None:
+            if policy in MEMORY_POLICIES:
+                values["memory_policy"] = policy
+            else:        # upstream degrades to usageWithoutPageCache too; we also say so
+                errors.append(f"spec.metricCollectPolicy.nodeMemoryCollectPolicy: unknown {policy!r}, "
+                              f"using {base.memory_policy}")
+        merged = cls(**{**base.__dict__, **values})
+        return merged, errors
+
+
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() for whole seconds: 300 -> "5m0s", 3600 -> "1h0m0s", 45 -> "45s"."""
+    total = int(round(seconds))
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h}h{m}m{s}s"
+    if m:
+        return f"{m}m{s}s"
+    return f"{s}s"
+
+
+def resources(cpu_cores: float, memory_bytes: float) -> dict[str, str]:
+    return {"cpu": format_milli(int(cpu_cores * 1000)), "memory": format_bytes(int(memory_bytes))}
+
+
+class NodeMetricBuilder:
+    def __init__(self, cache: MetricCache, policy: CollectPolicy) -> None:
+        self._cache = cache
+        self._policy = policy
+
+    def _memory_kind(self, scope: str) -> str:
+        return _MEMORY_KIND.get((scope, self._policy.memory_policy), f"{scope}_memory_usage")
+
+    def _resource_map(self, cpu_kind: str, mem_kind: str, labels: Mapping[str, str] | None, start: float,
+                      end: float, agg: str, cold_start: bool) -> dict[str, Any]:
+        """{"resources": {...}} or {} when a series is empty (or, with cold_start, covers < half the window)."""
+        cpu = self._cache.query(cpu_kind, labels, start, end)
+        mem = self._cache.query(mem_kind, labels, start, end)
+        try:
+            cpu_value, mem_value = cpu.value(agg), mem.value(agg)
+        except EmptyError:
+            return {}
+        if cold_start and cpu.time_range() < (end - start) * COLD_START_RATIO:
+            return {}
+        return {"resources": resources(cpu_value, mem_value)}
+
+    def _aggregated(self, cpu_kind: str, mem_kind: str, now: float) -> list[dict[str, Any]]:
+        return [{"usage": {agg: self._resource_map(cpu_kind, mem_kind, None, now - d, now, agg, True)
+                           for agg in AGGREGATIONS},
+                 "duration": go_duration(d)} for d in self._policy.durations]
+
+    def status(self, pods: Iterable[PodMeta], now: float) -> dict[str, Any]:
+        start = now - self._policy.aggregate_duration
+        node_mem = self._memory_kind("node")
+        pod_mem = self._memory_kind("pod")
+        pods_metric = []
+        for meta in pods:
+            usage = self._resource_map("pod_cpu_usage", pod_mem, {"pod_uid": meta.pod.uid}, start, now, "avg",
+                                       False)
+            if not usage:
+                continue                      # no samples in the window: dropped, as upstream
+            pods_metric.append({"namespace": meta.pod.namespace, "name": meta.pod.name, "podUsage": usage,
+                                "priority": meta.pod.priority_class, "qos": meta.pod.qos_class})
+        pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
+        return {
+            "updateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "nodeMetric": {
+                "nodeUsage": self._resource_map("node_cpu_usage", node_mem, None, start, now, "avg", False),
+                "aggregatedNodeUsages": self._aggregated("node_cpu_usage", node_mem, now),
+                "systemUsage": self._resource_map("sys_cpu_usage", "sys_memory_usage", None, start, now, "avg",
+                                                  False),
+                "aggregatedSystemUsages": self._aggregated("sys_cpu_usage", "sys_memory_usage", now),
+            },
+            "podsMetric": pods_metric,
+            "hostApplicationMetric": [],
+            "prodReclaimableMetric": {"resource": {}},
+        }
+
+
+def node_metric_object(node: str, spec: Mapping[str, Any] | None, status: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole object as the API server would hold it (what standalone mode writes to disk)."""
+    return {"apiVersion": API_VERSION, "kind": "NodeMetric", "metadata": {"name": node},
+            "spec": dict(spec or {}), "status": dict(status)}

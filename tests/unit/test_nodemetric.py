@@ -1,0 +1,78 @@
+import pytest
+
+from koordlet.host.cgroup import KubeQOS
+from koordlet.metriccache import MetricCache, Sample
+from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, go_duration
+from koordlet.states.informer import PodMeta
+from koordlet.states.pod import Pod
+
+NOW = 1_800_000_000.0
+GiB = 2**30
+
+
+def pod(uid, name, ns="default", qos=KubeQOS.BURSTABLE, labels=None):
+    return PodMeta(Pod(uid=uid, name=name, namespace=ns, kube_qos=qos, labels=labels or {}), f"p/{uid}", ())
+
+
+def fill(cache, seconds, step=10.0):
+    """node cpu ramps 1..n cores, memory 1 GiB; system = half; pod a constant, pod b absent."""
+    samples = []
+    n = int(seconds / step)
+    for i in range(n):
+        ts = NOW - seconds + (i + 1) * step
+        samples += [Sample("node_cpu_usage", (), ts, float(i + 1)), Sample("node_memory_usage", (), ts, GiB),
+                    Sample("sys_cpu_usage", (), ts, (i + 1) / 2), Sample("sys_memory_usage", (), ts, GiB / 2),
+                    Sample("pod_cpu_usage", (("pod_uid", "a"),), ts, 0.25),
+                    Sample("pod_memory_usage", (("pod_uid", "a"),), ts, 64 * 2**20)]
+    cache.append(samples)
+    return n
+
+
+def test_policy_defaults_minimums_and_errors():
+    p, errors = CollectPolicy.from_spec(None)
+    assert (p.aggregate_duration, p.report_interval, p.durations) == (300, 60, (300, 600, 1800))
+    p, errors = CollectPolicy.from_spec({"metricCollectPolicy": {
+        "aggregateDurationSeconds": 10, "reportIntervalSeconds": 5,
+        "nodeAggregatePolicy": {"durations": ["1m0s", "2h"]}, "nodeMemoryCollectPolicy": "bogus"}})
+    assert p.aggregate_duration == 60 and p.report_interval == 30          # upstream minimums
+    assert p.durations == (60, 7200)
+    assert p.memory_policy == "usageWithoutPageCache" and "bogus" in errors[0]
+    p, errors = CollectPolicy.from_spec({"metricCollectPolicy": {"reportIntervalSeconds": "soon"}})
+    assert p.report_interval == 60 and "reportIntervalSeconds" in errors[0]
+
+
+def test_go_duration():
+    assert [go_duration(s) for s in (300, 600, 1800, 3600, 90, 45)] == \
+        ["5m0s", "10m0s", "30m0s", "1h0m0s", "1m30s", "45s"]
+
+
+def test_status_fields_and_cold_start():
+    cache = MetricCache(None, clock=lambda: NOW)
+    fill(cache, 900)                                   # 15 minutes of data, one point per 10 s
+    status = NodeMetricBuilder(cache, CollectPolicy()).status([pod("b", "idle"), pod("a", "web", ns="shop")], NOW)
+    nm = status["nodeMetric"]
+    # AVG over [now-300, now] (inclusive, as upstream's querier): the last 31 points, 60..90 cores -> 75
+    assert nm["nodeUsage"] == {"resources": {"cpu": "75", "memory": "1Gi"}}
+    assert nm["systemUsage"] == {"resources": {"cpu": "37500m", "memory": "512Mi"}}
+    durations = [a["duration"] for a in nm["aggregatedNodeUsages"]]
+    assert durations == ["5m0s", "10m0s", "30m0s"]
+    five, ten, thirty = nm["aggregatedNodeUsages"]
+    assert set(five["usage"]) == {"p50", "p90", "p95", "p99"}     # upstream sends no avg here
+    # 31 values 60..90: p50 index floor(31*.5)-1 = 14 -> 74; p90 -> index 26 -> 86; p99 -> index 29 -> 89
+    assert five["usage"]["p50"]["resources"]["cpu"] == "74"
+    assert five["usage"]["p90"]["resources"]["cpu"] == "86"
+    assert five["usage"]["p99"]["resources"]["cpu"] == "89"
+    assert ten["usage"]["p50"]["resources"]["cpu"] == "59"         # 61 values 30..90 -> index 29 -> 59
+    assert all(v == {} for v in thirty["usage"].values())          # 15 min of data < half of 30 min
+    # pods: b has no samples and is dropped; a is reported with its classes
+    assert status["podsMetric"] == [{"namespace": "shop", "name": "web", "priority": "koord-prod", "qos": "LS",
+                                     "podUsage": {"resources": {"cpu": "250m", "memory": "64Mi"}}}]
+    assert status["prodReclaimableMetric"] == {"resource": {}}
+    assert status["hostApplicationMetric"] == []
+    assert status["updateTime"] == "2027-01-15T08:00:00Z"
+
+
+def test_empty_cache_gives_empty_maps():
+    status = NodeMetricBuilder(MetricCache(None, clock=lambda: NOW), CollectPolicy()).status([], NOW)
+    assert status["nodeMetric"]["nodeUsage"] == {}
+    assert status["podsMetric"] == []
