@@ -22,6 +22,8 @@ from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import AgentMetrics
+from koordlet.reporters.files import write_yaml_atomic
+from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, node_metric_object
 from koordlet.server import HttpServer
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects
 from koordlet.states.pleg import Pleg
@@ -67,6 +69,17 @@ class Agent:
     informer: PodsInformer
     collection: UsageCollection
     collecting: bool = False          # set after the first completed collection cycle (readiness)
+
+    def node_metric(self, now: float | None = None) -> dict:
+        """The NodeMetric object this agent would report now (status built from the metric cache)."""
+        policy, _ = CollectPolicy.from_spec(None)
+        status = NodeMetricBuilder(self.cache, policy).status(self.informer.pods, time.time() if now is None
+                                                              else now)
+        return node_metric_object(self.config.node_name, {}, status)
+
+    def write_reports(self) -> None:
+        """Standalone sink: what would be sent to the API server, as files under report-dir."""
+        write_yaml_atomic(self.config.report_dir, "nodemetric.yaml", self.node_metric())
 
     @classmethod
     def build(cls, config: Config, *, persist: bool = True) -> "Agent":
@@ -122,10 +135,14 @@ class Agent:
         server.start()
         if on_ready:
             on_ready()
-        last_flush = last_trim = time.monotonic()
+        last_flush = last_trim = last_report = time.monotonic()
+        report_interval = CollectPolicy().report_interval
         try:
             while not stop.wait(min(cfg.metric_cache_flush_interval, 1.0)):
                 now = time.monotonic()
+                if cfg.report_dir and now - last_report >= report_interval:
+                    self._housekeep(self.write_reports, "report")
+                    last_report = now
                 if now - last_flush >= cfg.metric_cache_flush_interval:
                     self._housekeep(self.cache.flush, "flush")
                     last_flush = now
@@ -145,7 +162,7 @@ class Agent:
         try:
             action()
         except Exception as e:  # a full disk must not stop collection
-            log.error("metric cache %s failed error=%s", what, e)
+            log.error("housekeeping %s failed error=%s", what, e)
 
     def _start_pleg(self) -> Pleg | None:
         try:

@@ -1,4 +1,4 @@
-"""Command line: ``koordlet run [--once] | doctor | topology | version``.
+"""Command line: ``koordlet run [--once] | report --once | doctor | topology | version``.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key).
 """
@@ -6,12 +6,15 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message n
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
 import threading
 import time
 from typing import Sequence
+
+import yaml
 
 from koordlet import __version__
 from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
@@ -27,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the agent (daemon)")
     run.add_argument("--once", action="store_true", help="one full collection cycle, print a summary, exit")
     add_flags(run)
+    report = sub.add_parser("report", help="collect briefly, then print the objects the agent would report")
+    report.add_argument("--once", action="store_true", help="one report and exit (the only mode for now)")
+    report.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
+    add_flags(report)
     doctor = sub.add_parser("doctor", help="which kernel/cgroup features this host supports, and why not")
     add_flags(doctor)
     topo = sub.add_parser("topology", help="CPU/NUMA topology of this host (GPU/RDMA with the device issue)")
@@ -37,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return build(file=args.config_file, flags=flag_values(args), require_node=args.command == "run")
+    return build(file=args.config_file, flags=flag_values(args), require_node=args.command in ("run", "report"))
 
 
 def _setup_logging(level: str) -> None:
@@ -51,20 +58,49 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def cmd_run(config: Config, once: bool) -> int:
+def _one_shot(config: Config) -> "tuple[object, object] | None":
+    """An agent with an in-memory cache that has run two collection cycles (CPU rates need two)."""
     from koordlet.agent import Agent, StartupError
     try:
-        agent = Agent.build(config, persist=not once)
+        agent = Agent.build(config, persist=False)
+    except StartupError as e:
+        print(f"koordlet: cannot start: {e}", file=sys.stderr)
+        return None
+    agent.informer.sync()
+    agent.collect_once()
+    time.sleep(max(config.collect_res_used_interval, 0.5))
+    return agent, agent.collect_once()
+
+
+def cmd_report(config: Config, output: str) -> int:
+    """NodeMetric as it would be reported now. Aggregates over minutes are empty after a short run (the
+    cold-start rule); a running daemon's full view is in report-dir (standalone) or the API server."""
+    shot = _one_shot(config)
+    if shot is None:
+        return 2
+    agent, _ = shot
+    obj = agent.node_metric()
+    if output == "json":
+        print(json.dumps(obj, indent=2))
+    else:
+        print(yaml.safe_dump(obj, sort_keys=False), end="")
+    return 0
+
+
+def cmd_run(config: Config, once: bool) -> int:
+    from koordlet.agent import Agent, StartupError
+    if once:
+        shot = _one_shot(config)
+        if shot is None:
+            return 2
+        agent, result = shot
+        print(summary(agent, result.samples))
+        return 0
+    try:
+        agent = Agent.build(config)
     except StartupError as e:
         print(f"koordlet: cannot start: {e}", file=sys.stderr)
         return 2
-    if once:
-        agent.informer.sync()
-        agent.collect_once()
-        time.sleep(max(config.collect_res_used_interval, 0.5))
-        result = agent.collect_once()
-        print(summary(agent, result.samples))
-        return 0
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -134,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_run(config, args.once)
     if args.command == "doctor":
         return cmd_doctor(config)
+    if args.command == "report":
+        return cmd_report(config, args.output)
     return cmd_topology(config, args.output)
 
 

@@ -239,6 +239,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("metric-cache-memory-window", parse_duration, 1800.0,
            "points kept in memory (the largest window reporters query); older points are read from disk"),
     Option("metric-cache-flush-interval", parse_duration, 10.0, "how often new points are written to disk"),
+    Option("report-dir", parse_path, "", "standalone: write the NodeMetric (and later NRT/Device) objects here "
+           "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
     Option("feature-gates", parse_gates, {}, "A=true,B=false (AllAlpha / AllBeta accepted)"),
     Option("log-level", choice("debug", "info", "warning", "error"), "info", "log verbosity"),
@@ -253,7 +255,7 @@ HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sy
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
 # needed, metrics stay on loopback, the cache lives in ./var/.
 STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "tsdb-path": "./var/metric-data",
-                                      "addr": "127.0.0.1:9316"}
+                                      "report-dir": "./var/reports", "addr": "127.0.0.1:9316"}
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,7 @@ class Config:
     tsdb_max_bytes: int
     metric_cache_memory_window: float
     metric_cache_flush_interval: float
+    report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     log_level: str = "info"

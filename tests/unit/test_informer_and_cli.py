@@ -99,3 +99,39 @@ def test_topology_command_on_this_host(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["summary"]["onlineCPUs"] == os.cpu_count()
     assert data["summary"]["numaNodes"] >= 1
+
+
+def test_report_once_prints_node_metric(tmp_path, capsys):
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V2, Driver.SYSTEMD)
+    host.add_pod(KubeQOS.BESTEFFORT, "u-1", CgroupValues(anon=32 << 20), {A: CgroupValues()})
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump([pod_object("u-1", "batch", namespace="jobs", qos="BestEffort",
+                                               containers={"job": A})]))
+    rc = main(["report", "--once", "--output", "json", "--standalone", "--collect-res-used-interval", "0.2",
+               "--pods-file", str(pods)] + fake_host_flags(host))
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["apiVersion"] == "slo.koordinator.sh/v1alpha1" and obj["kind"] == "NodeMetric"
+    (pod,) = obj["status"]["podsMetric"]
+    assert (pod["namespace"], pod["name"], pod["qos"], pod["priority"]) == ("jobs", "batch", "BE", "koord-batch")
+    assert pod["podUsage"]["resources"] == {"cpu": "0", "memory": "32Mi"}   # fake counters do not move
+
+
+def test_standalone_sink_writes_atomically(tmp_path):
+    from koordlet.agent import Agent
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
+    cfg = build(environ={}, flags={"standalone": True, "report-dir": str(tmp_path / "reports"),
+                                   "cgroup-root-dir": host.paths.cgroup_root, "proc-root-dir": host.paths.proc_root},
+                hostname=lambda: "n9")
+    agent = Agent.build(cfg, persist=False)
+    agent.informer.sync()
+    agent.collect_once()
+    agent.write_reports()
+    first = yaml.safe_load((tmp_path / "reports" / "nodemetric.yaml").read_text())
+    assert first["status"]["nodeMetric"]["nodeUsage"] == {}     # one cycle: no CPU rate yet, nothing to report
+    agent.collect_once()
+    agent.write_reports()
+    written = yaml.safe_load((tmp_path / "reports" / "nodemetric.yaml").read_text())
+    assert written["metadata"] == {"name": "n9"}
+    assert written["status"]["nodeMetric"]["nodeUsage"]["resources"]["memory"] == "4Gi"  # fake meminfo: 16-12 GiB
+    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["nodemetric.yaml"]      # no temp files left

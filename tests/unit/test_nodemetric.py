@@ -1,5 +1,3 @@
-import pytest
-
 from koordlet.host.cgroup import KubeQOS
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, go_duration
