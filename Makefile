@@ -25,6 +25,7 @@ test: venv
 bench: venv
 	$(BIN)/python bench/collect_cycle.py
 	$(BIN)/python bench/topology_scan.py
+	$(BIN)/python bench/nodemetric_build.py
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from koordlet.config import parse_duration
-from koordlet.metriccache import EmptyError, MetricCache
+from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
 from koordlet.quantity import format_bytes, format_milli
 from koordlet.states.informer import PodMeta
 
@@ -106,23 +106,30 @@ class NodeMetricBuilder:
     def _memory_kind(self, scope: str) -> str:
         return _MEMORY_KIND.get((scope, self._policy.memory_policy), f"{scope}_memory_usage")
 
-    def _resource_map(self, cpu_kind: str, mem_kind: str, labels: Mapping[str, str] | None, start: float,
-                      end: float, agg: str, cold_start: bool) -> dict[str, Any]:
-        """{"resources": {...}} or {} when a series is empty (or, with cold_start, covers < half the window)."""
-        cpu = self._cache.query(cpu_kind, labels, start, end)
-        mem = self._cache.query(mem_kind, labels, start, end)
+    def _query(self, cpu_kind: str, mem_kind: str, labels: Mapping[str, str] | None, start: float,
+               end: float) -> tuple[AggregateResult, AggregateResult]:
+        return (self._cache.query(cpu_kind, labels, start, end), self._cache.query(mem_kind, labels, start, end))
+
+    @staticmethod
+    def _resource_map(results: tuple[AggregateResult, AggregateResult], agg: str,
+                      cold_start_window: float = 0.0) -> dict[str, Any]:
+        """{"resources": {...}}, or {} when a series is empty or (cold start) covers < half the window."""
+        cpu, mem = results
         try:
             cpu_value, mem_value = cpu.value(agg), mem.value(agg)
         except EmptyError:
             return {}
-        if cold_start and cpu.time_range() < (end - start) * COLD_START_RATIO:
+        if cpu.time_range() < cold_start_window * COLD_START_RATIO:
             return {}
         return {"resources": resources(cpu_value, mem_value)}
 
     def _aggregated(self, cpu_kind: str, mem_kind: str, now: float) -> list[dict[str, Any]]:
-        return [{"usage": {agg: self._resource_map(cpu_kind, mem_kind, None, now - d, now, agg, True)
-                           for agg in AGGREGATIONS},
-                 "duration": go_duration(d)} for d in self._policy.durations]
+        out = []
+        for d in self._policy.durations:
+            results = self._query(cpu_kind, mem_kind, None, now - d, now)   # one query, four percentiles
+            out.append({"usage": {agg: self._resource_map(results, agg, d) for agg in AGGREGATIONS},
+                        "duration": go_duration(d)})
+        return out
 
     def status(self, pods: Iterable[PodMeta], now: float) -> dict[str, Any]:
         start = now - self._policy.aggregate_duration
@@ -130,8 +137,8 @@ class NodeMetricBuilder:
         pod_mem = self._memory_kind("pod")
         pods_metric = []
         for meta in pods:
-            usage = self._resource_map("pod_cpu_usage", pod_mem, {"pod_uid": meta.pod.uid}, start, now, "avg",
-                                       False)
+            usage = self._resource_map(self._query("pod_cpu_usage", pod_mem, {"pod_uid": meta.pod.uid}, start,
+                                                   now), "avg")
             if not usage:
                 continue                      # no samples in the window: dropped, as upstream
             pods_metric.append({"namespace": meta.pod.namespace, "name": meta.pod.name, "podUsage": usage,
@@ -140,10 +147,10 @@ class NodeMetricBuilder:
         return {
             "updateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "nodeMetric": {
-                "nodeUsage": self._resource_map("node_cpu_usage", node_mem, None, start, now, "avg", False),
+                "nodeUsage": self._resource_map(self._query("node_cpu_usage", node_mem, None, start, now), "avg"),
                 "aggregatedNodeUsages": self._aggregated("node_cpu_usage", node_mem, now),
-                "systemUsage": self._resource_map("sys_cpu_usage", "sys_memory_usage", None, start, now, "avg",
-                                                  False),
+                "systemUsage": self._resource_map(self._query("sys_cpu_usage", "sys_memory_usage", None, start,
+                                                              now), "avg"),
                 "aggregatedSystemUsages": self._aggregated("sys_cpu_usage", "sys_memory_usage", now),
             },
             "podsMetric": pods_metric,
