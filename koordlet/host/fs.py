@@ -26,10 +26,6 @@ def read_bytes(path: str) -> bytes:
         os.close(fd)
 
 
-def read_int(path: str) -> int:
-    return int(read_bytes(path))
-
-
 def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8", "replace")
 

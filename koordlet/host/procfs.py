@@ -50,8 +50,3 @@ def node_memory_used_bytes(meminfo: dict[str, int]) -> int:
     """(MemTotal − MemAvailable) × 1024, upstream's node_memory_usage."""
     return max(meminfo["MemTotal"] - meminfo["MemAvailable"], 0) * 1024
 
-
-def num_cpus(paths: HostPaths) -> int:
-    """Logical CPUs listed in /proc/stat (``cpuN`` lines): what the node's CPU usage is a share of."""
-    return sum(1 for line in read_bytes(paths.proc("stat")).splitlines()
-               if line.startswith(b"cpu") and line[3:4].isdigit())
