@@ -53,3 +53,16 @@ CGROUP_BASE_KUBE_BURSTABLE, CGROUP_BASE_KUBE_BESTEFFORT = "KubepodsBurstable", "
 # NodeResourceTopology annotations (reference/metrics-and-reports.md §6.2).
 ANNOTATION_CPU_TOPOLOGY = "node.koordinator.sh/cpu-topology"
 ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
+ANNOTATION_CPU_SHARED_POOLS = "node.koordinator.sh/cpu-shared-pools"
+ANNOTATION_BE_CPU_SHARED_POOLS = "node.koordinator.sh/be-cpu-shared-pools"
+ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
+ANNOTATION_POD_CPU_ALLOCS = "node.koordinator.sh/pod-cpu-allocs"
+ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"          # also read from the Node
+ANNOTATION_SYSTEM_QOS_RESOURCE = "node.koordinator.sh/system-qos-resource"  # also read from the Node
+LABEL_ENABLE_NUMA_RESERVATION = "node.koordinator.sh/enable-numa-reservation"  # copied from the Node
+LABEL_MANAGED_BY, MANAGED_BY_KOORDINATOR = "app.kubernetes.io/managed-by", "Koordinator"
+
+# Pod annotation written by koord-scheduler: {"cpuset": "0-3", "numaNodeResources": [...]}.
+ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
+# Node annotation: the allocatable base for prod reclaimable prediction (reference §4.5).
+ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
