@@ -12,51 +12,119 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
 
 from koordlet.collectors.usage import CycleResult, UsageCollection
 from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
+from koordlet.host.topology import Topology, read_topology
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import AgentMetrics
+from koordlet.reporters import nrt
 from koordlet.reporters.files import write_yaml_atomic
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, node_metric_object
 from koordlet.server import HttpServer
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects
+from koordlet.states.nodeslo import NodeSLOFile, NodeSLOSpec, merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pleg import Pleg
 from koordlet.states.standalone import StandalonePodSource
+
+if TYPE_CHECKING:
+    from koordlet.kubeapi import KubeApi
+    from koordlet.reporters.cluster import NodeMetricStatusWriter, NRTWriter
+    from koordlet.states.kubelet import KubeletClient
+    from koordlet.states.watcher import ObjectWatcher
 
 log = logging.getLogger("koordlet")
 
 TRIM_INTERVAL = 60.0
+TOPOLOGY_REFRESH = 60.0          # host topology re-read (upstream's node info collector period)
+KUBELET_CONFIG_REFRESH = 60.0    # kubelet /configz re-read
+REPORT_BACKOFF_START = 5.0       # first retry after a failed report; doubles up to the report interval
+REPORT_TICK = 0.5
+
+
+@dataclass
+class _Schedule:
+    """When a periodic report runs next; a failure brings the retry forward, with doubling backoff."""
+
+    next_at: float
+    backoff: float = 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def done(self, now: float, interval: float) -> None:
+        self.backoff = 0.0
+        self.next_at = now + interval
+
+    def failed(self, now: float, interval: float) -> None:
+        self.backoff = min(max(self.backoff * 2, REPORT_BACKOFF_START), interval)
+        self.next_at = now + self.backoff
 
 
 class StartupError(RuntimeError):
     """The agent cannot start with this configuration on this host (the message says what to fix)."""
 
 
-def pod_source(config: Config, cgroups: Cgroups) -> Callable[[], list[PodMeta]]:
+def kubelet_client(config: Config) -> "KubeletClient":
+    from koordlet.states.kubelet import KubeletClient
+    insecure = config.kubelet_insecure_tls
+    return KubeletClient(config.kubelet_address, config.kubelet_read_only_port if insecure else config.kubelet_port,
+                         https=not insecure, token_path=None if insecure else config.kubelet_token_file,
+                         timeout=config.kubelet_sync_timeout)
+
+
+def pod_source(config: Config, cgroups: Cgroups, kubelet: "KubeletClient | None",
+               api: "KubeApi | None") -> Callable[[], list[PodMeta]]:
     """The configured pod source as a callable returning PodMeta (kubelet, API server, or standalone)."""
     if config.pod_source == "standalone":
         return StandalonePodSource(cgroups, config.pods_file)
     bad = LogOnce(log, logging.ERROR)
     if config.pod_source == "kubelet":
-        from koordlet.states.kubelet import KubeletClient
-        insecure = config.kubelet_insecure_tls
-        client = KubeletClient(config.kubelet_address,
-                               config.kubelet_read_only_port if insecure else config.kubelet_port,
-                               https=not insecure, token_path=None if insecure else config.kubelet_token_file,
-                               timeout=config.kubelet_sync_timeout)
-        return lambda: metas_from_objects(client.get_pods(), cgroups.layout, bad)
-    from koordlet.states.apiserver import ApiServerError, ApiServerPodSource
-    try:
-        api = ApiServerPodSource(config.node_name, config.kubeconfig or None, config.kubelet_sync_timeout)
-    except ApiServerError as e:
-        raise StartupError(f"pod-source=apiserver: {e}") from None
-    return lambda: metas_from_objects(api.list_pods(), cgroups.layout, bad)
+        assert kubelet is not None
+        return lambda: metas_from_objects(kubelet.get_pods(), cgroups.layout, bad)
+    from koordlet.states.apiserver import ApiServerPodSource
+    if api is None:
+        raise StartupError("pod-source=apiserver needs the API server (not available in standalone mode)")
+    source = ApiServerPodSource(api, config.node_name)
+    return lambda: metas_from_objects(source.list_pods(), cgroups.layout, bad)
+
+
+@dataclass
+class Cluster:
+    """The agent's link to the API server: watches of this node's objects and the report writers."""
+
+    api: "KubeApi"
+    node: "ObjectWatcher"
+    node_slo: "ObjectWatcher"
+    node_metric: "ObjectWatcher"
+    nrt: "ObjectWatcher"
+    node_metric_writer: "NodeMetricStatusWriter"
+    nrt_writer: "NRTWriter"
+
+    @classmethod
+    def connect(cls, config: Config) -> "Cluster":
+        from koordlet import kubeapi
+        from koordlet.reporters.cluster import NodeMetricStatusWriter, NRTWriter
+        from koordlet.states.watcher import ObjectWatcher
+        try:
+            api = kubeapi.KubeApi(config.kubeconfig or None, timeout=max(config.kubelet_sync_timeout, 5.0),
+                                  qps=config.kube_api_qps, burst=config.kube_api_burst)
+        except kubeapi.ConfigError as e:
+            raise StartupError(f"API server: {e} (use --standalone to run without a cluster)") from None
+        name = config.node_name
+        node_metric = ObjectWatcher(api, kubeapi.NODE_METRICS, name)
+        topology = ObjectWatcher(api, kubeapi.NODE_RESOURCE_TOPOLOGIES, name)
+        return cls(api, ObjectWatcher(api, kubeapi.NODES, name), ObjectWatcher(api, kubeapi.NODE_SLOS, name),
+                   node_metric, topology, NodeMetricStatusWriter(api, node_metric, name), NRTWriter(api, topology))
+
+    @property
+    def watchers(self) -> "list[ObjectWatcher]":
+        return [self.node, self.node_slo, self.node_metric, self.nrt]
 
 
 @dataclass
@@ -68,21 +136,97 @@ class Agent:
     cache: MetricCache
     informer: PodsInformer
     collection: UsageCollection
+    topology: Topology
+    cluster: Cluster | None = None                    # None: standalone (reports go to report-dir only)
+    kubelet: "KubeletClient | None" = None            # for /configz (and pods, with pod-source=kubelet)
+    slo_file: NodeSLOFile | None = None               # standalone NodeSLO (nodeslo-file)
     collecting: bool = False          # set after the first completed collection cycle (readiness)
+    _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
+    _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
 
-    def node_metric(self, now: float | None = None) -> dict:
+    # --- what the agent knows about its node ------------------------------------------------------------
+
+    def node_info(self) -> nrt.NodeInfo:
+        """This node's Node object as the reports need it (name only without a cluster or before the watch)."""
+        obj = self.cluster.node.object if self.cluster else None
+        return nrt.NodeInfo.from_object(obj) if obj else nrt.NodeInfo(self.config.node_name)
+
+    def collect_policy(self) -> CollectPolicy:
+        """The NodeMetric spec's collect policy over the defaults (bad fields logged once, defaults kept)."""
+        obj = self.cluster.node_metric.object if self.cluster else None
+        policy, errors = CollectPolicy.from_spec((obj or {}).get("spec"))
+        for e in errors:
+            self._bad(f"nodemetric {e}", "NodeMetric %s: %s", self.config.node_name, e)
+        return policy
+
+    def node_slo(self) -> NodeSLOSpec:
+        """The effective NodeSLO spec: the cluster's NodeSLO, the standalone file, or the defaults."""
+        if self.cluster is not None:
+            obj = self.cluster.node_slo.object
+            spec, errors = node_slo_from_object(obj) if obj else merge_node_slo_spec(None, self.config.node_name)
+        elif self.slo_file is not None:
+            return self.slo_file.spec
+        else:
+            spec, errors = merge_node_slo_spec(None, self.config.node_name)
+        for e in errors:
+            self._bad(f"nodeslo {e}", "NodeSLO %s: %s", self.config.node_name, e)
+        return spec
+
+    def kubelet_config(self) -> nrt.KubeletCPUConfig | None:
+        """The kubelet's CPU/topology manager settings, re-read every minute; None when not queried.
+
+        A failed read keeps the last good answer; before the first good one it raises (the NRT report waits,
+        as upstream's does: reporting "no kubelet policy" would be wrong).
+        """
+        if self.config.disable_query_kubelet_config or self.kubelet is None:
+            return None
+        read_at, value = self._kubelet_config
+        if time.monotonic() - read_at < KUBELET_CONFIG_REFRESH:
+            return value
+        try:
+            value = nrt.KubeletCPUConfig.from_configz(self.kubelet.get_configz())
+        except Exception as e:    # unreachable kubelet or bad document: the same consequence
+            self._bad("configz", "kubelet /configz unusable error=%s", e)
+            if value is None:
+                raise
+            return value
+        if self._bad.forget("configz"):
+            log.info("kubelet /configz readable again")
+        self._kubelet_config = (time.monotonic(), value)
+        return value
+
+    # --- reports ---------------------------------------------------------------------------------------------
+
+    def node_metric(self, now: float | None = None) -> dict[str, Any]:
         """The NodeMetric object this agent would report now (status built from the metric cache)."""
-        policy, _ = CollectPolicy.from_spec(None)
-        status = NodeMetricBuilder(self.cache, policy).status(self.informer.pods, time.time() if now is None
-                                                              else now)
-        return node_metric_object(self.config.node_name, {}, status)
+        obj = self.cluster.node_metric.object if self.cluster else None
+        status = NodeMetricBuilder(self.cache, self.collect_policy()).status(
+            self.informer.pods, time.time() if now is None else now)
+        return node_metric_object(self.config.node_name, (obj or {}).get("spec") or {}, status)
+
+    def nrt_status(self) -> nrt.NRTStatus:
+        return nrt.build_status(self.topology, self.informer.pods, self.node_info(), self.kubelet_config(),
+                                hugepage_report=self.config.gate("HugePageReport"), bad=self._bad)
+
+    def nrt_object(self) -> dict[str, Any]:
+        """The NodeResourceTopology object this agent would report now (as created for this node)."""
+        return nrt.apply(nrt.new_object(self.node_info()), self.nrt_status())
+
+    def report_objects(self) -> dict[str, dict[str, Any]]:
+        """File name -> object, for the standalone sink and ``koordlet report``."""
+        objects = {"nodemetric.yaml": self.node_metric()}
+        if self.config.node_topology_sync_interval > 0:
+            objects["noderesourcetopology.yaml"] = self.nrt_object()
+        return objects
 
     def write_reports(self) -> None:
         """Standalone sink: what would be sent to the API server, as files under report-dir."""
-        write_yaml_atomic(self.config.report_dir, "nodemetric.yaml", self.node_metric())
+        for name, obj in self.report_objects().items():
+            write_yaml_atomic(self.config.report_dir, name, obj)
 
     @classmethod
-    def build(cls, config: Config, *, persist: bool = True) -> "Agent":
+    def build(cls, config: Config, *, persist: bool = True, connect: bool = True) -> "Agent":
+        """Everything wired, nothing started. ``connect=False`` skips the API server (``koordlet report``)."""
         paths = HostPaths.from_config(config)
         try:
             cgroups = Cgroups.detect(paths, config.cgroup_driver)
@@ -94,11 +238,17 @@ class Agent:
                                 memory_window=config.metric_cache_memory_window, max_bytes=config.tsdb_max_bytes)
         except OSError as e:
             raise StartupError(f"tsdb-path {config.tsdb_path}: {e.strerror or e}") from None
-        informer = PodsInformer(pod_source(config, cgroups), config.kubelet_sync_interval, config.pod_source)
+        cluster = Cluster.connect(config) if connect and not config.standalone else None
+        kubelet = kubelet_client(config) if config.pod_source == "kubelet" else None
+        informer = PodsInformer(pod_source(config, cgroups, kubelet, cluster.api if cluster else None),
+                                config.kubelet_sync_interval, config.pod_source)
         informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
+        topology = read_topology(paths)
+        slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
         collection = UsageCollection(paths, cgroups, metrics, interval=config.collect_res_used_interval,
                                      outdated=config.collect_sys_metric_outdated_interval)
-        return cls(config, paths, cgroups, metrics, cache, informer, collection)
+        return cls(config, paths, cgroups, metrics, cache, informer, collection, topology, cluster, kubelet,
+                   slo_file)
 
     # --- one cycle (also used by `run --once`) -----------------------------------------------------------
 
@@ -123,7 +273,11 @@ class Agent:
                         os.geteuid())
         server = HttpServer(cfg.addr, self.metrics.registry, self.ready)
         pleg = self._start_pleg()
-        threads = [threading.Thread(target=self.informer.run, args=(stop,), name="pods", daemon=True)]
+        threads = [threading.Thread(target=self.informer.run, args=(stop,), name="pods", daemon=True),
+                   threading.Thread(target=self._report_loop, args=(stop,), name="report", daemon=True)]
+        for watcher in self.cluster.watchers if self.cluster else ():
+            threads.append(threading.Thread(target=watcher.run, args=(stop,), name=f"watch-{watcher.what}",
+                                            daemon=True))
         if cfg.collect_res_used_interval > 0:
             threads.append(threading.Thread(target=self._collect_loop, args=(stop,), name="collect",
                                             daemon=True))
@@ -135,14 +289,10 @@ class Agent:
         server.start()
         if on_ready:
             on_ready()
-        last_flush = last_trim = last_report = time.monotonic()
-        report_interval = CollectPolicy().report_interval
+        last_flush = last_trim = time.monotonic()
         try:
             while not stop.wait(min(cfg.metric_cache_flush_interval, 1.0)):
                 now = time.monotonic()
-                if cfg.report_dir and now - last_report >= report_interval:
-                    self._housekeep(self.write_reports, "report")
-                    last_report = now
                 if now - last_flush >= cfg.metric_cache_flush_interval:
                     self._housekeep(self.cache.flush, "flush")
                     last_flush = now
@@ -153,10 +303,79 @@ class Agent:
             server.stop()
             if pleg:
                 pleg.stop()
+            for watcher in self.cluster.watchers if self.cluster else ():
+                watcher.stop()
             for t in threads:
                 t.join(timeout=1.5)
             self._housekeep(self.cache.close, "close")
             log.info("agent stopped node=%s", cfg.node_name)
+
+    def _report_loop(self, stop: threading.Event) -> None:
+        """NodeMetric status every report interval, the NRT every node-topology-sync-interval, the standalone
+        files every report interval; plus the slow refreshes (host topology, NodeSLO file).
+
+        A failed report is retried sooner than its period (5 s doubling up to the period) and logged once; the
+        recovery is logged too. Reports are rebuilt from the metric cache each time, so nothing collected
+        during an API server outage is lost: the first report after it covers the whole window.
+        """
+        cfg = self.config
+        start = time.monotonic()
+        node_metric = _Schedule(start + self.collect_policy().report_interval)   # upstream waits one period too
+        topology = _Schedule(start)
+        files = _Schedule(start + self.collect_policy().report_interval)
+        topology_read = start
+        while not stop.wait(REPORT_TICK):
+            now = time.monotonic()
+            if now - topology_read >= TOPOLOGY_REFRESH:
+                topology_read = now
+                try:
+                    self.topology = read_topology(self.paths)
+                except Exception as e:      # keep the last topology; a sysfs hiccup must not stop reports
+                    self._bad("topology", "host topology re-read failed error=%s", e)
+            if self.slo_file is not None:
+                self.slo_file.refresh()
+            interval = self.collect_policy().report_interval
+            cluster = self.cluster
+            if cluster is not None and cfg.enable_node_metric_report and node_metric.due(now) \
+                    and cluster.node_metric.synced.is_set():
+                self._report(node_metric, interval, "nodemetric",
+                             lambda: cluster.node_metric_writer.write(self.node_metric()["status"], stop))
+            if cluster is not None and cfg.node_topology_sync_interval > 0 and cfg.gate("NodeTopologyReport") \
+                    and topology.due(now) and cluster.nrt.synced.is_set() and self._node_known(cluster):
+                self._report(topology, cfg.node_topology_sync_interval, "noderesourcetopology",
+                             lambda: cluster.nrt_writer.write(self.node_info(), self.nrt_status()))
+            if cfg.report_dir and files.due(now):
+                self._report(files, interval, "files", lambda: self.write_reports() or "written")
+
+    def _node_known(self, cluster: Cluster) -> bool:
+        if not cluster.node.synced.is_set():
+            return False
+        if cluster.node.object is None:
+            self._bad("node", "Node %s not found in the API server; NodeResourceTopology waits for it",
+                      self.config.node_name)
+            return False
+        return True
+
+    def _report(self, schedule: "_Schedule", interval: float, kind: str, send: Callable[[], str]) -> None:
+        from koordlet.kubeapi import ApiError
+        now = time.monotonic()
+        try:
+            result = send()
+        except Exception as e:
+            schedule.failed(now, interval)
+            self.metrics.reports.labels(self.metrics.node, kind, "failed").inc()
+            if isinstance(e, ApiError):
+                self._bad(f"report {kind}", "report failed kind=%s error=%s; retrying in %.0fs", kind, e,
+                          schedule.backoff)
+            elif self._bad(f"report {kind}", "report failed kind=%s error=%s", kind, e):
+                log.debug("report failure detail kind=%s", kind, exc_info=True)
+            return
+        schedule.done(now, interval)
+        self.metrics.reports.labels(self.metrics.node, kind, result).inc()
+        if self._bad.forget(f"report {kind}"):
+            log.info("report recovered kind=%s result=%s", kind, result)
+        elif result in ("created", "updated") and kind == "noderesourcetopology":
+            log.info("report kind=%s result=%s", kind, result)
 
     def _housekeep(self, action: Callable[[], None], what: str) -> None:
         try:

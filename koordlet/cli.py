@@ -62,7 +62,7 @@ def _one_shot(config: Config) -> "tuple[object, object] | None":
     """An agent with an in-memory cache that has run two collection cycles (CPU rates need two)."""
     from koordlet.agent import Agent, StartupError
     try:
-        agent = Agent.build(config, persist=False)
+        agent = Agent.build(config, persist=False, connect=False)
     except StartupError as e:
         print(f"koordlet: cannot start: {e}", file=sys.stderr)
         return None
@@ -73,17 +73,22 @@ def _one_shot(config: Config) -> "tuple[object, object] | None":
 
 
 def cmd_report(config: Config, output: str) -> int:
-    """NodeMetric as it would be reported now. Aggregates over minutes are empty after a short run (the
-    cold-start rule); a running daemon's full view is in report-dir (standalone) or the API server."""
+    """The NodeMetric and NodeResourceTopology objects as they would be reported now (YAML documents, or a JSON
+    List). Aggregates over minutes are empty after a short run (the cold-start rule); a running daemon's full
+    view is in report-dir (standalone) or the API server."""
     shot = _one_shot(config)
     if shot is None:
         return 2
     agent, _ = shot
-    obj = agent.node_metric()
+    try:
+        objects = list(agent.report_objects().values())
+    except Exception as e:     # e.g. the kubelet /configz the NRT needs is unreachable
+        print(f"koordlet: cannot build the reports: {e}", file=sys.stderr)
+        return 1
     if output == "json":
-        print(json.dumps(obj, indent=2))
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
-        print(yaml.safe_dump(obj, sort_keys=False), end="")
+        print(yaml.safe_dump_all(objects, sort_keys=False), end="")
     return 0
 
 

@@ -100,6 +100,18 @@ def parse_int(raw: Any) -> int:
         raise ValueError(f"expected an integer, got {raw!r}") from None
 
 
+def parse_float(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError(f"expected a number, got {raw!r}")
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"expected a finite number, got {raw!r}")
+    return value
+
+
 def parse_port(raw: Any) -> int:
     port = parse_int(raw)
     if not 0 < port < 65536:
@@ -222,6 +234,8 @@ OPTIONS: tuple[Option, ...] = (
            "where pods come from; auto: standalone when --standalone, else kubelet"),
     Option("pods-file", parse_path, "", "standalone: optional YAML list of Pod objects (metadata for cgroup pods)"),
     Option("kubeconfig", parse_path, "", "kubeconfig for the API server (default: in-cluster config)"),
+    Option("kube-api-qps", parse_float, 20.0, "client-side rate limit of API server requests (per second)"),
+    Option("kube-api-burst", parse_int, 30, "burst of the API server request rate limit"),
     Option("kubelet-address", parse_str, "127.0.0.1", "kubelet address (the DaemonSet runs with hostNetwork)"),
     Option("kubelet-port", parse_port, 10250, "kubelet HTTPS port"),
     Option("kubelet-read-only-port", parse_port, 10255, "kubelet read-only HTTP port (with kubelet-insecure-tls)"),
@@ -239,6 +253,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("metric-cache-memory-window", parse_duration, 1800.0,
            "points kept in memory (the largest window reporters query); older points are read from disk"),
     Option("metric-cache-flush-interval", parse_duration, 10.0, "how often new points are written to disk"),
+    Option("node-topology-sync-interval", parse_duration, 3.0,
+           "period of the NodeResourceTopology report (0 disables it)"),
+    Option("disable-query-kubelet-config", parse_bool, False,
+           "do not read the kubelet /configz (CPU manager policy, topology policy)"),
+    Option("enable-node-metric-report", parse_bool, True, "report NodeMetric status"),
+    Option("nodeslo-file", parse_path, "", "standalone/host: NodeSLO (object, spec or slo-controller-config "
+           "ConfigMap) from this YAML file, reloaded on change"),
+    Option("prediction-checkpoint-filepath", parse_path, "/prediction-checkpoints",
+           "directory of the peak predictor's checkpoint (a restart keeps the model)"),
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric (and later NRT/Device) objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
@@ -255,7 +278,9 @@ HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sy
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
 # needed, metrics stay on loopback, the cache lives in ./var/.
 STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "tsdb-path": "./var/metric-data",
-                                      "report-dir": "./var/reports", "addr": "127.0.0.1:9316"}
+                                      "report-dir": "./var/reports",
+                                      "prediction-checkpoint-filepath": "./var/prediction-checkpoints",
+                                      "addr": "127.0.0.1:9316"}
 
 
 @dataclass(frozen=True)
@@ -288,6 +313,13 @@ class Config:
     tsdb_max_bytes: int
     metric_cache_memory_window: float
     metric_cache_flush_interval: float
+    kube_api_qps: float
+    kube_api_burst: int
+    node_topology_sync_interval: float
+    disable_query_kubelet_config: bool
+    enable_node_metric_report: bool
+    nodeslo_file: str
+    prediction_checkpoint_filepath: str
     report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)

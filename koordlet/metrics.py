@@ -33,6 +33,9 @@ class AgentMetrics:
         self.metric_cache_series = Gauge("koordlet_metric_cache_series",
                                          "(koordlet-py) time series held in memory by the metric cache",
                                          ["node"], registry=r)
+        self.reports = Counter("koordlet_report", "(koordlet-py) report attempts by kind (nodemetric, "
+                               "noderesourcetopology, files) and result (updated, created, unchanged, absent, "
+                               "failed...)", ["node", "kind", "result"], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def skipped(self, collector: str, reason: str, n: int = 1) -> None:

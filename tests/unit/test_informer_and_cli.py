@@ -1,26 +1,29 @@
 import json
 import logging
 import os
+from pathlib import Path
 
 import yaml
 
 from koordlet.cli import main
 from koordlet.config import build
-from koordlet.agent import pod_source
+from koordlet.agent import kubelet_client, pod_source
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
 from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.peers.crdschema import CrdSchemas
 from tests.peers.kubelet_double import KubeletDouble
 
 A, B = "a" * 64, "b" * 64
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def kubelet_informer(port: int) -> PodsInformer:
     cfg = build(environ={"NODE_NAME": "n1"}, flags={"kubelet-insecure-tls": True, "kubelet-read-only-port": port,
                                                      "cgroup-driver": "systemd"})
     cgroups = Cgroups("/nonexistent", CgroupVersion.V2, Driver.SYSTEMD)
-    return PodsInformer(pod_source(cfg, cgroups), 10.0, "kubelet")
+    return PodsInformer(pod_source(cfg, cgroups, kubelet_client(cfg), None), 10.0, "kubelet")
 
 
 def test_kubelet_source_maps_cgroups_and_survives_outage(caplog):
@@ -110,8 +113,13 @@ def test_report_once_prints_node_metric(tmp_path, capsys):
     rc = main(["report", "--once", "--output", "json", "--standalone", "--collect-res-used-interval", "0.2",
                "--pods-file", str(pods)] + fake_host_flags(host))
     assert rc == 0
-    obj = json.loads(capsys.readouterr().out)
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["kind"] == "List"
+    obj, topology = listed["items"]
     assert obj["apiVersion"] == "slo.koordinator.sh/v1alpha1" and obj["kind"] == "NodeMetric"
+    assert topology["apiVersion"] == "topology.node.k8s.io/v1alpha1" and topology["kind"] == "NodeResourceTopology"
+    schemas = CrdSchemas.load(REPO_ROOT / "deploy" / "crds")
+    assert schemas.validate(obj) == [] and schemas.validate(topology) == []
     (pod,) = obj["status"]["podsMetric"]
     assert (pod["namespace"], pod["name"], pod["qos"], pod["priority"]) == ("jobs", "batch", "BE", "koord-batch")
     assert pod["podUsage"]["resources"] == {"cpu": "0", "memory": "32Mi"}   # fake counters do not move
@@ -134,4 +142,6 @@ def test_standalone_sink_writes_atomically(tmp_path):
     written = yaml.safe_load((tmp_path / "reports" / "nodemetric.yaml").read_text())
     assert written["metadata"] == {"name": "n9"}
     assert written["status"]["nodeMetric"]["nodeUsage"]["resources"]["memory"] == "4Gi"  # fake meminfo: 16-12 GiB
-    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["nodemetric.yaml"]      # no temp files left
+    # no temp files left
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["nodemetric.yaml",
+                                                                        "noderesourcetopology.yaml"]

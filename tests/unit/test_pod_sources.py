@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 import pytest
 
-from koordlet.states.apiserver import ApiServerError, ApiServerPodSource
+from koordlet.kubeapi import ApiError, ConfigError, KubeApi
+from koordlet.states.apiserver import ApiServerPodSource
 from koordlet.states.kubelet import KubeletClient, KubeletError
 from tests.peers.apiserver_double import ApiServerDouble, Request, status_object, write_kubeconfig
 from tests.peers.kubelet_double import KubeletDouble, TlsFiles, make_self_signed_cert, openssl_available
@@ -253,12 +254,12 @@ def apiserver() -> Iterator[ApiServerDouble]:
 
 
 @pytest.fixture
-def pod_source(tmp_path: Path, closing: Closing[ApiServerPodSource]) -> Callable[..., ApiServerPodSource]:
+def pod_source(tmp_path: Path, closing: Closing[KubeApi]) -> Callable[..., ApiServerPodSource]:
     """Factory for a source whose kubeconfig points at ``server``."""
 
     def make(server: str, node: str = "node-a") -> ApiServerPodSource:
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
-        return closing(ApiServerPodSource(node, kubeconfig, timeout=2.0))
+        return ApiServerPodSource(closing(KubeApi(kubeconfig, timeout=2.0)), node)
 
     return make
 
@@ -285,30 +286,30 @@ def test_apiserver_http_error_carries_status_and_message(apiserver: ApiServerDou
         return 403, status_object(403, "Forbidden", "pods is forbidden: cannot list resource")
 
     apiserver.route("GET", r"/api/v1/pods", forbidden)
-    with pytest.raises(ApiServerError, match=r"HTTP 403 .*pods is forbidden"):
+    with pytest.raises(ApiError, match=r"HTTP 403 .*pods is forbidden"):
         pod_source(apiserver.url).list_pods()
 
 
 def test_apiserver_unknown_path_is_a_404_status(apiserver: ApiServerDouble, pod_source: Any) -> None:
-    with pytest.raises(ApiServerError, match=r"HTTP 404 .*NotFound"):
+    with pytest.raises(ApiError, match=r"HTTP 404 .*NotFound"):
         pod_source(apiserver.url + "/nope").list_pods()
 
 
 def test_apiserver_connection_refused_is_an_error(pod_source: Any) -> None:
-    with pytest.raises(ApiServerError, match="refused"):
+    with pytest.raises(ApiError, match="refused"):
         pod_source(f"http://127.0.0.1:{free_port()}").list_pods()
 
 
 def test_apiserver_bad_config_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ApiServerError, match="cannot load kubeconfig"):
-        ApiServerPodSource("node-a", str(tmp_path / "missing"), timeout=2.0)
+    with pytest.raises(ConfigError, match="cannot load kubeconfig"):
+        KubeApi(str(tmp_path / "missing"), timeout=2.0)
     malformed = tmp_path / "malformed"
     malformed.write_text("just a string\n")
-    with pytest.raises(ApiServerError, match=f"cannot load kubeconfig {malformed}"):
-        ApiServerPodSource("node-a", str(malformed), timeout=2.0)
+    with pytest.raises(ConfigError, match=f"cannot load kubeconfig {malformed}"):
+        KubeApi(str(malformed), timeout=2.0)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(ApiServerError, match="cannot load in-cluster config"):
-        ApiServerPodSource("node-a", None, timeout=2.0)
+    with pytest.raises(ConfigError, match="cannot load in-cluster config"):
+        KubeApi(None, timeout=2.0)
 
 
 def test_importing_apiserver_module_does_not_import_kubernetes() -> None:

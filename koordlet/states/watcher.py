@@ -1,0 +1,133 @@
+"""Keep the latest copy of one named cluster object (this node's Node, NodeSLO, NodeMetric, NRT) from the API server.
+
+List-then-watch as client-go's reflector does, narrowed to one object by ``fieldSelector=metadata.name=<name>``:
+* a watch resumes from the last resourceVersion seen (events and bookmarks both advance it), so a watch that ends
+  at its timeout or on a dropped connection continues without a re-list and without missing an event;
+* a 410 Gone / Expired (the server compacted past our version) means start over with a fresh list;
+* while the API server is unreachable the last good copy stays in place and the watcher backs off exponentially
+  (1 s doubling to 30 s); one log line when it fails, one when it recovers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from koordlet.kubeapi import ApiError, KubeApi, Resource
+
+log = logging.getLogger("koordlet.states.watcher")
+
+BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
+WATCH_TIMEOUT = 300          # seconds the server keeps one watch open (client-go picks 5-10 min)
+
+
+class ObjectWatcher:
+    """Watches ``resource``/``name``; ``object`` is the latest copy (None: absent or not listed yet)."""
+
+    def __init__(self, api: KubeApi, resource: Resource, name: str, *,
+                 on_change: Callable[[dict[str, Any] | None], None] | None = None,
+                 watch_timeout: int = WATCH_TIMEOUT) -> None:
+        self._api = api
+        self._resource = resource
+        self._name = name
+        self._on_change = on_change
+        self._watch_timeout = watch_timeout
+        self._object: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._abort: Callable[[], None] | None = None
+        self._failing = False
+        self._backoff = BACKOFF_START
+        self.synced = threading.Event()          # set after the first successful list
+        self.relists = 0                         # lists done (the first one included)
+
+    @property
+    def object(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self._object
+
+    @property
+    def what(self) -> str:
+        return f"{self._resource.plural}/{self._name}"
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until ``stop`` is set."""
+        version: str | None = None
+        while not stop.is_set():
+            try:
+                if version is None:
+                    version = self._list()
+                version = self._watch(version, stop)
+                continue              # the server ended the watch at its timeout: resume at once
+            except ApiError as e:
+                if e.gone:
+                    log.info("watch expired resource=%s resourceVersion=%s; listing again", self.what, version)
+                    version = None
+                    continue
+                self._failed(e)
+            except Exception as e:      # a bug in a callback must not end the watch
+                log.exception("watch loop failed resource=%s", self.what)
+                self._failed(e)
+            if stop.wait(self._backoff):
+                break
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def stop(self) -> None:
+        """Abort the open watch stream (call after setting the stop event) so ``run`` returns at once."""
+        abort = self._abort
+        if abort is not None:
+            abort()
+
+    def _list(self) -> str:
+        doc = self._api.get(self._resource.collection(), fieldSelector=f"metadata.name={self._name}")
+        items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+        self.relists += 1
+        self._recovered()
+        self._set(items[0] if items else None)
+        self.synced.set()
+        return str((doc.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, version: str, stop: threading.Event) -> str:
+        events = self._api.watch(self._resource.collection(), resource_version=version,
+                                 timeout_seconds=self._watch_timeout,
+                                 query={"fieldSelector": f"metadata.name={self._name}"}, on_open=self._opened)
+        try:
+            for event in events:
+                if stop.is_set():
+                    break
+                kind, obj = event.get("type"), event["object"]
+                if kind == "ERROR":
+                    raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""),
+                                   f"watch {self.what}: {obj.get('message', '')}")
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind in ("ADDED", "MODIFIED"):
+                    self._set(obj)
+                elif kind == "DELETED":
+                    self._set(None)
+        finally:
+            self._abort = None
+        return version
+
+    def _opened(self, abort: Callable[[], None]) -> None:
+        self._abort = abort
+        self._recovered()
+
+    def _set(self, obj: dict[str, Any] | None) -> None:
+        with self._lock:
+            if obj == self._object:
+                return
+            self._object = obj
+        if self._on_change is not None:
+            self._on_change(obj)
+
+    def _failed(self, error: Exception) -> None:
+        if not self._failing:
+            log.warning("watch failing resource=%s error=%s; keeping the last copy, retrying with backoff",
+                        self.what, error)
+            self._failing = True
+
+    def _recovered(self) -> None:
+        self._backoff = BACKOFF_START
+        if self._failing:
+            log.info("watch recovered resource=%s", self.what)
+            self._failing = False
