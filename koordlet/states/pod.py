@@ -7,6 +7,7 @@ Class rules follow reference/qos-enforcement.md §1.1–1.3: the koordinator QoS
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,6 +40,10 @@ class Pod:
     phase: str = ""
     containers: tuple[Container, ...] = ()
     batch_cpu_request_milli: int = 0      # Σ kubernetes.io/batch-cpu requests (BE accounting)
+    cpu_request_milli: int = 0            # the pod's effective cpu request (see pod_requests)
+    memory_request_bytes: int = 0
+    created: float = 0.0                  # metadata.creationTimestamp, Unix seconds (0: unknown)
+    terminating: bool = False             # deletionTimestamp set, or phase Succeeded / Failed
 
     @property
     def key(self) -> str:
@@ -102,6 +107,31 @@ def _batch_cpu(spec: Mapping[str, Any]) -> int:
     return total
 
 
+def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(cpu milli, memory bytes) the scheduler accounts for the pod, as Kubernetes' PodRequests does: the sum
+    over containers, at least each init container's request (they run one at a time), plus ``spec.overhead``."""
+    def request(c: Mapping[str, Any], name: str) -> Any:
+        return ((c.get("resources") or {}).get("requests") or {}).get(name, 0)
+
+    out = []
+    for name in ("cpu", "memory"):
+        total = sum(parse_quantity(request(c, name)) for c in spec.get("containers") or [])
+        for init in spec.get("initContainers") or []:
+            total = max(total, parse_quantity(request(init, name)))
+        total += parse_quantity((spec.get("overhead") or {}).get(name, 0))
+        out.append(math.ceil(total * 1000) if name == "cpu" else math.ceil(total))
+    return out[0], out[1]
+
+
+def _timestamp(raw: Any, what: str) -> float:
+    if not raw:
+        return 0.0
+    try:
+        return dt.datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ValueError(f"{what} {raw!r} is not an RFC 3339 time") from None
+
+
 def _str_map(value: Any, what: str) -> Mapping[str, str]:
     if value is None:
         return MappingProxyType({})
@@ -129,6 +159,8 @@ def pod_from_k8s(obj: Any) -> Pod:
         priority = spec.get("priority")
         if priority is not None and not isinstance(priority, int):
             raise ValueError(f"spec.priority {priority!r} is not an integer")
+        cpu_request, memory_request = pod_requests(spec)
+        phase = str(status.get("phase") or "")
         containers = []
         for cs in status.get("containerStatuses") or []:
             raw_id = cs.get("containerID") or ""
@@ -137,7 +169,10 @@ def pod_from_k8s(obj: Any) -> Pod:
         return Pod(uid=uid, name=meta["name"], namespace=namespace, kube_qos=kube_qos,
                    labels=_str_map(meta.get("labels"), "metadata.labels"),
                    annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
-                   priority=priority, phase=str(status.get("phase") or ""),
-                   containers=tuple(containers), batch_cpu_request_milli=_batch_cpu(spec))
+                   priority=priority, phase=phase,
+                   containers=tuple(containers), batch_cpu_request_milli=_batch_cpu(spec),
+                   cpu_request_milli=cpu_request, memory_request_bytes=memory_request,
+                   created=_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+                   terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"))
     except (ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: {e}") from None

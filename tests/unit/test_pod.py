@@ -56,3 +56,26 @@ def test_malformed_pods_name_the_pod_and_field(mutate, needle):
     with pytest.raises(ValueError) as e:
         pod_from_k8s(obj)
     assert "pod ns1/broken" in str(e.value) and needle in str(e.value)
+
+
+def test_pod_requests_created_and_terminating():
+    obj = pod_object("11111111-2222-3333-4444-555555555555", "web")
+    obj["metadata"]["creationTimestamp"] = "2026-01-02T03:04:05Z"
+    obj["spec"] = {
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+                       {"name": "b", "resources": {"requests": {"cpu": "0.5"}}}],
+        # an init container needing more than the sum raises the pod's request; overhead comes on top
+        "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}],
+        "overhead": {"cpu": "100m", "memory": "64Mi"}}
+    pod = pod_from_k8s(obj)
+    assert (pod.cpu_request_milli, pod.memory_request_bytes) == (1100, (1024 + 64) * 2**20)
+    assert pod.created == 1767323045.0          # 2026-01-02T03:04:05Z
+    assert not pod.terminating
+    obj["metadata"]["deletionTimestamp"] = "2026-01-02T04:00:00Z"
+    assert pod_from_k8s(obj).terminating
+    del obj["metadata"]["deletionTimestamp"]
+    obj["status"]["phase"] = "Succeeded"
+    assert pod_from_k8s(obj).terminating
+    obj["metadata"]["creationTimestamp"] = "yesterday"
+    with pytest.raises(ValueError, match="creationTimestamp"):
+        pod_from_k8s(obj)
