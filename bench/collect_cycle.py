@@ -2,7 +2,7 @@
 
 The floor is the same files read with os.open/os.read/os.close in a tight loop, in the same run, interleaved
 with the cycles so both see the same machine state. The cycle is what the daemon does each interval:
-collect (node, pods, containers, BE, system) and append the samples to the metric cache.
+collect (node, NUMA nodes, pods, containers, BE, system) and append the samples to the metric cache.
 Then the real daemon runs against the same tree and its steady CPU and RSS are measured.
 
 Needs root and cgroup v1 controllers (as CI). Usage: python bench/collect_cycle.py [--pods 40 --per-pod 5]
@@ -47,9 +47,10 @@ def build_tree(tree: RealCgroupTree, cgroups: Cgroups, pods: int, per_pod: int) 
                 tree.spawn(rel, IDLE)        # a real task so memory.stat is not all zeros
 
 
-def floor_files(paths: HostPaths, cgroups: Cgroups, metas) -> list[str]:
-    """Exactly the files one cycle opens."""
+def floor_files(paths: HostPaths, cgroups: Cgroups, metas, numa_nodes: tuple[int, ...]) -> list[str]:
+    """Exactly the files one cycle opens (/proc/stat once: node and NUMA share the read)."""
     files = [paths.proc("stat"), paths.proc("meminfo")]
+    files += [paths.sys("devices", "system", "node", f"node{n}", "meminfo") for n in numa_nodes]
     for meta in metas:
         for rel in [meta.cgroup_dir] + [r for _, r in meta.containers]:
             f = cgroups.usage_files(rel)
@@ -114,8 +115,8 @@ def main() -> int:
         build_tree(tree, cgroups, args.pods, args.per_pod)
         metas = StandalonePodSource(cgroups)()
         containers = sum(len(m.containers) for m in metas)
-        files = floor_files(paths, cgroups, metas)
         collection = UsageCollection(paths, cgroups, AgentMetrics("bench"), interval=1.0, outdated=10.0)
+        files = floor_files(paths, cgroups, metas, collection.numa.memory_nodes)
         cache = MetricCache(None)
         collection.run(metas)                                    # warm: paths cached, first samples skipped
         read_floor(files)

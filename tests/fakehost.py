@@ -62,14 +62,45 @@ class FakeHost:
             return [os.path.join(self.paths.cgroup_root, rel)]
         return [os.path.join(self.paths.cgroup_root, s, rel) for s in V1_SUBSYSTEMS]
 
-    def set_proc_stat(self, busy: int, idle: int, iowait: int = 0, steal: int = 0) -> None:
+    @staticmethod
+    def _stat_line(name: str, busy: int, idle: int, iowait: int, steal: int) -> str:
         """busy ticks are split over user/system/irq/softirq; iowait and steal must not count as busy."""
         user, system, irq = busy // 2, busy // 4, busy // 8
         softirq = busy - user - system - irq
-        per_cpu = "".join(f"cpu{i} 0 0 0 0 0 0 0 0 0 0\n" for i in range(self.ncpu))
-        self._write(self.paths.proc("stat"),
-                    f"cpu  {user} 0 {system} {idle} {iowait} {irq} {softirq} {steal} 0 0\n{per_cpu}"
-                    "intr 0\nctxt 0\nbtime 0\nprocesses 1\n")
+        return f"{name} {user} 0 {system} {idle} {iowait} {irq} {softirq} {steal} 0 0\n"
+
+    def set_proc_stat(self, busy: int, idle: int, iowait: int = 0, steal: int = 0,
+                      per_cpu: dict[int, int] | None = None) -> None:
+        """The aggregate line from ``busy``; ``per_cpu`` gives each listed CPU's busy ticks (the kernel lists
+        online CPUs only, so leave an offline one out), with the same iowait/steal on every CPU line. Without
+        it, CPUs 0..ncpu-1 are listed with zero ticks."""
+        cpus = per_cpu if per_cpu is not None else dict.fromkeys(range(self.ncpu), 0)
+        lines = "".join(self._stat_line(f"cpu{c}", b, idle, iowait, steal) for c, b in sorted(cpus.items()))
+        self._write(self.paths.proc("stat"), self._stat_line("cpu ", busy, idle, iowait, steal) + lines
+                    + "intr 0\nctxt 0\nbtime 0\nprocesses 1\n")
+
+    def set_numa(self, nodes: dict[int, list[int]], offline: tuple[int, ...] = ()) -> None:
+        """sysfs NUMA nodes {node id: its CPUs} (empty list: a CPU-less node) and the CPU sets; every node
+        starts with 1 GiB of which nothing is used (set_node_meminfo changes that)."""
+        cpus = sorted(c for node_cpus in nodes.values() for c in node_cpus)
+        online = [c for c in cpus if c not in offline]
+        listing = lambda xs: ",".join(map(str, xs))  # noqa: E731
+        base = os.path.join(self.paths.sys_root, "devices", "system")
+        for name, value in (("present", cpus), ("possible", cpus), ("online", online), ("offline", offline)):
+            self._write(os.path.join(base, "cpu", name), listing(value) + "\n")
+        for node, node_cpus in nodes.items():
+            self._write(os.path.join(base, "node", f"node{node}", "cpulist"), listing(node_cpus) + "\n")
+            self.set_node_meminfo(node, total_kb=2**20, free_kb=2**20)
+
+    def set_node_meminfo(self, node: int, total_kb: int, free_kb: int, active_file_kb: int = 0,
+                         inactive_file_kb: int = 0, sreclaimable_kb: int = 0, omit: tuple[str, ...] = ()) -> None:
+        """nodeN/meminfo as the kernel prints it ("Node N Field:  value kB"); ``omit`` drops fields."""
+        fields = {"MemTotal": total_kb, "MemFree": free_kb, "MemUsed": total_kb - free_kb,
+                  "Active(file)": active_file_kb, "Inactive(file)": inactive_file_kb, "FilePages": 0,
+                  "SReclaimable": sreclaimable_kb, "SUnreclaim": 0}
+        text = "".join(f"Node {node} {k + ':':<15} {v:>8} kB\n" for k, v in fields.items() if k not in omit)
+        self._write(os.path.join(self.paths.sys_root, "devices", "system", "node", f"node{node}", "meminfo"),
+                    text + f"Node {node} HugePages_Total:     0\n")
 
     def set_meminfo(self, total_kb: int, available_kb: int, free_kb: int) -> None:
         self._write(self.paths.proc("meminfo"),

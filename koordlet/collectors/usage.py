@@ -7,6 +7,8 @@ Metric kinds written to the metric cache:
 ==========================  ======================================================================
 node_cpu_usage              /proc/stat busy ticks (user+nice+system+irq+softirq) per wall second
 node_memory_usage           (MemTotal − MemAvailable) × 1024
+node_numa_cpu_usage         busy ticks of the cpuN lines of /proc/stat, summed per NUMA node {numa_node_id}
+node_numa_memory_usage      nodeN/meminfo MemTotal − (MemFree + file LRU + SReclaimable)  {numa_node_id}
 pod_cpu_usage               Δ cumulative cgroup CPU ns / Δ wall ns              {pod_uid}
 pod_memory_usage            memory.stat anon + unevictable (upstream's usage)   {pod_uid}
 pod_memory_working_set      usage − inactive_file (kubelet's working set)       {pod_uid}
@@ -25,7 +27,8 @@ from typing import Iterable
 
 from koordlet.host.cgroup import Cgroups, KubeQOS, MemoryUsage, UsageFiles, parse_cpu_list
 from koordlet.host.paths import HostPaths
-from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_ticks, read_meminfo
+from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat, read_meminfo
+from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_meminfo, read_topology
 from koordlet.metriccache import Sample
 from koordlet.logutil import LogOnce
 from koordlet.metrics import AgentMetrics
@@ -61,18 +64,76 @@ class NodeCollector:
         self._metrics = metrics
         self._prev: tuple[int, float] | None = None     # (busy ticks, monotonic seconds)
 
-    def collect(self, now: float, mono: float) -> list[Sample]:
-        ticks = read_cpu_ticks(self._paths)
+    def collect(self, now: float, mono: float, busy: int) -> list[Sample]:
+        """Node samples from the aggregate busy ticks (the caller's /proc/stat read, shared with NUMA) and
+        /proc/meminfo."""
         memory = float(node_memory_used_bytes(read_meminfo(self._paths)))
         samples = [Sample("node_memory_usage", NO_LABELS, now, memory)]
-        prev, self._prev = self._prev, (ticks.busy, mono)
+        prev, self._prev = self._prev, (busy, mono)
         self._metrics.node_used_memory_bytes.labels(self._metrics.node).set(memory)
         if prev is None or mono <= prev[1]:
             return samples
-        cores = max(ticks.busy - prev[0], 0) / ((mono - prev[1]) * CLK_TCK)
+        cores = max(busy - prev[0], 0) / ((mono - prev[1]) * CLK_TCK)
         samples.append(Sample("node_cpu_usage", NO_LABELS, now, cores))
         self._metrics.node_used_cpu_cores.labels(self._metrics.node).set(cores)
         self._shared.node = Reading(now, cores, memory)
+        return samples
+
+
+class NUMACollector:
+    """CPU and memory usage of each NUMA node (upstream's ``collectNodeNUMAResUsed``).
+
+    CPU: the busy ticks of each online CPU's ``cpuN`` line, summed over the CPUs of a node, per wall second.
+    A CPU counts only when it was in both readings with a non-decreasing counter and has a node: offline CPUs
+    have no line, and a CPU onlined since the previous cycle has no delta yet. A node gets a CPU sample when at
+    least one of its CPUs counted, so CPU-less memory nodes never get one (and so never reach numaUsages, as
+    upstream). Memory: ``numa_memory_used_bytes`` of the meminfo of every node that has CPUs or memory.
+
+    The CPU → node map and the node list come from the topology read once at start (upstream re-reads
+    lscpu every 60 s; CPU and memory hotplug onto a new node needs a restart here). Without NUMA directories
+    in sysfs (a kernel built without NUMA) there is nothing to read and the collector yields nothing; upstream
+    reports no numaUsages there either (its NUMA info read fails).
+    """
+    name = "numa"
+
+    def __init__(self, paths: HostPaths, topology: Topology, metrics: AgentMetrics) -> None:
+        self._paths = paths
+        self._metrics = metrics
+        nodes, cpus = (topology.nodes, topology.cpus) if topology.numa_from_sysfs else ((), ())
+        self._node_of = {c.id: c.node for c in cpus if c.node is not None}
+        # a node with neither CPUs nor memory (an ACPI generic initiator, which upstream skips) has no usage;
+        # public because these meminfo files are part of what a cycle reads (bench/collect_cycle.py's floor)
+        self.memory_nodes = tuple(n.id for n in nodes if n.cpus or n.meminfo.get("MemTotal"))
+        self._labels = {n.id: (("numa_node_id", str(n.id)),) for n in nodes}
+        self._prev: tuple[dict[int, int], float] | None = None    # (busy ticks per CPU, monotonic seconds)
+        self._errors = LogOnce(log)
+
+    def collect(self, now: float, mono: float, per_cpu: dict[int, int]) -> list[Sample]:
+        """NUMA samples; ``per_cpu`` is the per-CPU busy ticks of this cycle's /proc/stat read."""
+        samples: list[Sample] = []
+        for node in self.memory_nodes:
+            key = f"node{node}"
+            try:
+                used = numa_memory_used_bytes(read_node_meminfo(self._paths, node))
+            except (OSError, KeyError) as e:
+                self._metrics.skipped(self.name, "error")
+                self._errors(key, "numa node memory unreadable node=%d error=%r", node, e)
+                continue
+            self._errors.forget(key)
+            samples.append(Sample("node_numa_memory_usage", self._labels[node], now, float(used)))
+        prev, self._prev = self._prev, (per_cpu, mono)
+        if prev is None or mono <= prev[1]:
+            return samples
+        last, node_of = prev[0], self._node_of
+        delta: dict[int, int] = {}
+        for cpu, ticks in per_cpu.items():
+            node, before = node_of.get(cpu), last.get(cpu)
+            if node is None or before is None or ticks < before:
+                continue
+            delta[node] = delta.get(node, 0) + ticks - before
+        period_ticks = (mono - prev[1]) * CLK_TCK
+        samples += [Sample("node_numa_cpu_usage", self._labels[node], now, ticks / period_ticks)
+                    for node, ticks in sorted(delta.items())]
         return samples
 
 
@@ -239,12 +300,15 @@ class CycleResult:
 
 
 class UsageCollection:
-    """One cycle runs node → pods → BE → system in order, so the system remainder uses same-cycle inputs."""
+    """One cycle runs node (and NUMA) → pods → BE → system in order, so the system remainder uses same-cycle
+    inputs. The host's topology is read here, once, for the NUMA collector's CPU → node map."""
 
     def __init__(self, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics, *, interval: float,
                  outdated: float) -> None:
+        self._paths = paths
         self.shared = SharedState()
         self.node = NodeCollector(paths, self.shared, metrics)
+        self.numa = NUMACollector(paths, read_topology(paths), metrics)
         self.pod = PodCollector(cgroups, self.shared, metrics, interval)
         self.be = BECollector(cgroups, metrics)
         self.system = SystemCollector(self.shared, outdated)
@@ -256,7 +320,9 @@ class UsageCollection:
         now, mono = time.time(), time.monotonic()
         samples: list[Sample] = []
         try:
-            samples += self.node.collect(now, mono)
+            stat = read_cpu_stat(self._paths)          # one read of /proc/stat serves node and NUMA
+            samples += self.node.collect(now, mono, stat.busy)
+            samples += self.numa.collect(now, mono, stat.per_cpu)
             self._errors.forget("node")
         except (OSError, ValueError, KeyError) as e:
             self._metrics.skipped("node", "error")

@@ -12,24 +12,42 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True, slots=True)
-class CpuTicks:
-    """Aggregate ``cpu`` line of /proc/stat in clock ticks.
+class CpuStat:
+    """Busy clock ticks from one read of /proc/stat: the aggregate ``cpu`` line and each online CPU's line.
 
     busy = user + nice + system + irq + softirq: upstream's formula, which leaves out idle, iowait, steal
-    and guest (guest time is already inside user).
+    and guest (guest time is already inside user). The node and the per-NUMA collectors both need it every
+    cycle; one read serves both, so the cycle opens /proc/stat once and the two views come from one instant.
     """
     busy: int
-    total: int
+    per_cpu: dict[int, int]          # logical CPU id -> busy ticks; the kernel prints online CPUs only
 
 
-def read_cpu_ticks(paths: HostPaths) -> CpuTicks:
-    data = read_bytes(paths.proc("stat"))
-    line = data[:data.index(b"\n")] if b"\n" in data else data
-    fields = line.split()
-    if not fields or fields[0] != b"cpu" or len(fields) < 8:
-        raise ValueError(f"{paths.proc('stat')}: first line is not the aggregate cpu line")
-    v = [int(x) for x in fields[1:]]
-    return CpuTicks(busy=v[0] + v[1] + v[2] + v[5] + v[6], total=sum(v[:8]))
+def _busy_ticks(fields: list[bytes], path: str) -> int:
+    """Busy ticks of one ``cpu``/``cpuN`` line (upstream parses both kinds with the same rule).
+
+    Only the five busy fields are converted: on a 256-CPU host this runs 257 times a cycle.
+    """
+    if len(fields) < 8:
+        raise ValueError(f"{path}: {fields[0].decode()} line has {len(fields) - 1} fields, expected at least 7")
+    return int(fields[1]) + int(fields[2]) + int(fields[3]) + int(fields[6]) + int(fields[7])
+
+
+def read_cpu_stat(paths: HostPaths) -> CpuStat:
+    """Aggregate and per-CPU busy ticks; ValueError when the first line is not the aggregate ``cpu`` line."""
+    path = paths.proc("stat")
+    lines = read_bytes(path).split(b"\n")
+    fields = lines[0].split()
+    if not fields or fields[0] != b"cpu":
+        raise ValueError(f"{path}: first line is not the aggregate cpu line")
+    busy = _busy_ticks(fields, path)
+    per_cpu: dict[int, int] = {}
+    for line in lines[1:]:
+        if not line.startswith(b"cpu"):
+            break                     # the cpu lines come first; the long intr line is never field-split
+        fields = line.split()
+        per_cpu[int(fields[0][3:])] = _busy_ticks(fields, path)
+    return CpuStat(busy, per_cpu)
 
 
 def read_meminfo(paths: HostPaths) -> dict[str, int]:

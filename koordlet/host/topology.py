@@ -16,9 +16,10 @@ dumped tree work the same way. Numbering follows lscpu, because koord-scheduler 
 * cache ids are sysfs ``cache/indexN/id`` when the kernel has it, otherwise (like lscpu) the order in which each
   distinct shared-CPU set first appears.
 
-Nothing here formats output (that is ``koordlet.topology``) and nothing raises for a missing or odd file: the
-absent part is left empty and a malformed one is named in ``Topology.problems``, so one bad sysfs attribute never
-costs the agent its whole topology.
+Nothing here formats output (that is ``koordlet.topology``) and ``read_topology`` never raises for a missing or odd
+file: the absent part is left empty and a malformed one is named in ``Topology.problems``, so one bad sysfs
+attribute never costs the agent its whole topology. ``read_node_meminfo`` (also read every cycle by the NUMA usage
+collector) does raise, so that collector can count and log the node it could not read.
 """
 
 from __future__ import annotations
@@ -368,6 +369,26 @@ def parse_node_meminfo(text: str) -> dict[str, int]:
     return out
 
 
+def read_node_meminfo(paths: HostPaths, node: int) -> dict[str, int]:
+    """``nodeN/meminfo`` as {field: kB}; OSError when the node has no such file.
+
+    The topology reads it once; the NUMA usage collector reads it every cycle.
+    """
+    return parse_node_meminfo(read_text(paths.sys("devices", "system", "node", f"node{node}", "meminfo")))
+
+
+def numa_memory_used_bytes(meminfo: dict[str, int]) -> int:
+    """Upstream's per-NUMA usage (``MemInfo.NUMAMemUsageBytes``): MemTotal − estimated available, × 1024, ≥ 0.
+
+    A node's meminfo has no MemAvailable, so available is estimated as MemFree + Active(file) + Inactive(file)
+    + SReclaimable (the kernel's si_mem_available without the watermark corrections); the per-node numbers can
+    therefore sum to a little more or less than the node's ``node_memory_usage``. KeyError names a missing field.
+    """
+    available = (meminfo["MemFree"] + meminfo["Active(file)"] + meminfo["Inactive(file)"]
+                 + meminfo["SReclaimable"])
+    return max(meminfo["MemTotal"] - available, 0) * 1024
+
+
 def _hugepages(node_dir: str, problems: list[str]) -> dict[int, int]:
     hp_dir = os.path.join(node_dir, "hugepages")
     out: dict[int, int] = {}
@@ -418,7 +439,10 @@ def _read_nodes(paths: HostPaths, present: list[int], problems: list[str]) -> tu
         cpus = _cpu_list(os.path.join(node_dir, "cpulist"), problems)
         if cpus is None:
             cpus = _cpu_mask(os.path.join(node_dir, "cpumap"), problems) or []
-        meminfo = parse_node_meminfo(_text(os.path.join(node_dir, "meminfo")) or "")
+        try:
+            meminfo = read_node_meminfo(paths, nid)
+        except OSError:
+            meminfo = {}
         nodes.append(NUMANode(nid, tuple(c for c in cpus if c in present_set), meminfo,
                               _hugepages(node_dir, problems), nid in gpu_nodes))
     return nodes, True

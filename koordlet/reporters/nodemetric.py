@@ -7,11 +7,21 @@ Facts: reference/metrics-and-reports.md §4, checked against upstream's states_n
 * ``aggregatedNodeUsages`` / ``aggregatedSystemUsages`` carry p50/p90/p95/p99 per policy duration, and a
   ResourceMap whose CPU series covers less than half its window (cold start) is sent empty ``{}``;
 * pods without samples in the window are left out; memory follows ``nodeMemoryCollectPolicy``;
+* ``numaUsages``: per NUMA node, AVG of ``node_numa_cpu_usage`` and ``node_numa_memory_usage`` over the same
+  window (memory policy not applied, as upstream); a node missing either series in the window is left out;
+  sorted by ``numaNodeID``; the key is omitted when no node qualifies (Go's omitempty on the slice);
 * CPU is a milli-quantity truncated toward zero, memory a BinarySI byte count.
 
-Not yet here: numaUsages (needs the NUMA collectors), GPU devices (device issue), and the prod reclaimable
-predictor — ``prodReclaimableMetric`` is sent as ``{"resource": {}}``, exactly what upstream sends when its
-predictor fails, and ``prodPeakMetric`` is omitted.
+Per-NUMA ``systemUsage`` is sent as ``{}``: upstream fills it only when both ``sys_numa_cpu_usage`` and
+``sys_numa_memory_usage`` have samples, and the memory one needs every pod's per-NUMA memory (cgroup
+``memory.numa_stat``), which we do not collect yet; upstream's own struct-valued field then serialises as ``{}``.
+Upstream takes the NUMA node list from its ``node_numa_info`` KV; we take the ``numa_node_id`` label values of
+the CPU series held in the cache's memory window (which covers the report window unless
+``metric-cache-memory-window`` is set below ``aggregateDurationSeconds``). Same result: a node is reported only
+when it has samples in the window.
+
+Not yet here: GPU devices (device issue), and the prod reclaimable predictor — ``prodReclaimableMetric`` is sent
+as ``{"resource": {}}``, exactly what upstream sends when its predictor fails, and ``prodPeakMetric`` is omitted.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ API_VERSION = "slo.koordinator.sh/v1alpha1"
 AGGREGATIONS = ("p50", "p90", "p95", "p99")
 MEMORY_POLICIES = ("usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache")
 COLD_START_RATIO = 0.5
+NUMA_LABEL = "numa_node_id"           # upstream's MetricPropertyNUMANodeID
 
 # metric kind per (scope, memory policy); hot-page data needs kidled, which falls back as upstream does
 _MEMORY_KIND = {
@@ -131,6 +142,18 @@ class NodeMetricBuilder:
                         "duration": go_duration(d)})
         return out
 
+    def _numa_usages(self, start: float, end: float) -> list[dict[str, Any]]:
+        """``numaUsages`` entries of the NUMA nodes whose CPU and memory series both have samples in the window."""
+        nodes = sorted({int(lb[NUMA_LABEL]) for lb in self._cache.series("node_numa_cpu_usage")
+                        if lb.get(NUMA_LABEL, "").isdigit()})
+        out = []
+        for node in nodes:
+            usage = self._resource_map(self._query("node_numa_cpu_usage", "node_numa_memory_usage",
+                                                   {NUMA_LABEL: str(node)}, start, end), "avg")
+            if usage:
+                out.append({"numaNodeID": node, "nodeUsage": usage, "systemUsage": {}})
+        return out
+
     def status(self, pods: Iterable[PodMeta], now: float) -> dict[str, Any]:
         start = now - self._policy.aggregate_duration
         node_mem = self._memory_kind("node")
@@ -144,15 +167,19 @@ class NodeMetricBuilder:
             pods_metric.append({"namespace": meta.pod.namespace, "name": meta.pod.name, "podUsage": usage,
                                 "priority": meta.pod.priority_class, "qos": meta.pod.qos_class})
         pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
+        node_metric = {
+            "nodeUsage": self._resource_map(self._query("node_cpu_usage", node_mem, None, start, now), "avg"),
+            "aggregatedNodeUsages": self._aggregated("node_cpu_usage", node_mem, now),
+            "systemUsage": self._resource_map(self._query("sys_cpu_usage", "sys_memory_usage", None, start, now),
+                                              "avg"),
+            "aggregatedSystemUsages": self._aggregated("sys_cpu_usage", "sys_memory_usage", now),
+        }
+        numa_usages = self._numa_usages(start, now)
+        if numa_usages:
+            node_metric["numaUsages"] = numa_usages
         return {
             "updateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "nodeMetric": {
-                "nodeUsage": self._resource_map(self._query("node_cpu_usage", node_mem, None, start, now), "avg"),
-                "aggregatedNodeUsages": self._aggregated("node_cpu_usage", node_mem, now),
-                "systemUsage": self._resource_map(self._query("sys_cpu_usage", "sys_memory_usage", None, start,
-                                                              now), "avg"),
-                "aggregatedSystemUsages": self._aggregated("sys_cpu_usage", "sys_memory_usage", now),
-            },
+            "nodeMetric": node_metric,
             "podsMetric": pods_metric,
             "hostApplicationMetric": [],
             "prodReclaimableMetric": {"resource": {}},

@@ -40,6 +40,7 @@ class ObjectWatcher:
         self._backoff = BACKOFF_START
         self.synced = threading.Event()          # set after the first successful list
         self.relists = 0                         # lists done (the first one included)
+        self.resource_version = ""               # where the watch resumes (events and bookmarks move it)
 
     @property
     def object(self) -> dict[str, Any] | None:
@@ -56,7 +57,7 @@ class ObjectWatcher:
         while not stop.is_set():
             try:
                 if version is None:
-                    version = self._list()
+                    version = self.resource_version = self._list()
                 version = self._watch(version, stop)
                 continue              # the server ended the watch at its timeout: resume at once
             except ApiError as e:
@@ -99,7 +100,8 @@ class ObjectWatcher:
                 if kind == "ERROR":
                     raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""),
                                    f"watch {self.what}: {obj.get('message', '')}")
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                version = self.resource_version = str((obj.get("metadata") or {}).get("resourceVersion")
+                                                      or version)
                 if kind in ("ADDED", "MODIFIED"):
                     self._set(obj)
                 elif kind == "DELETED":

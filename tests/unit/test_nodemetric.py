@@ -74,3 +74,41 @@ def test_empty_cache_gives_empty_maps():
     status = NodeMetricBuilder(MetricCache(None, clock=lambda: NOW), CollectPolicy()).status([], NOW)
     assert status["nodeMetric"]["nodeUsage"] == {}
     assert status["podsMetric"] == []
+
+
+def numa_samples(node, ts, cpu=None, memory=None):
+    lb = (("numa_node_id", str(node)),)
+    return ([Sample("node_numa_cpu_usage", lb, ts, cpu)] if cpu is not None else []) + \
+        ([Sample("node_numa_memory_usage", lb, ts, memory)] if memory is not None else [])
+
+
+def test_numa_usages_avg_sorted_and_skipped_without_samples():
+    cache = MetricCache(None, clock=lambda: NOW)
+    fill(cache, 900)
+    samples = []
+    for i in range(30):                                  # one point per 10 s over the last 300 s
+        ts = NOW - 290 + i * 10
+        samples += numa_samples(10, ts, cpu=1.0 + (i % 2), memory=2 * GiB)  # avg 1.5 cores
+        samples += numa_samples(2, ts, cpu=0.25, memory=GiB + (i % 2) * GiB)  # avg 1.5 GiB
+        samples += numa_samples(0, ts, cpu=0.0, memory=0.0)
+        samples += numa_samples(3, ts, memory=GiB)                          # CPU-less node: memory only
+    samples += numa_samples(5, NOW - 400, cpu=4.0, memory=GiB)             # only before the window
+    samples += numa_samples(5, NOW - 350, cpu=4.0, memory=GiB)
+    cache.append(samples)
+    nm = NodeMetricBuilder(cache, CollectPolicy(memory_policy="usageWithPageCache")).status([], NOW)["nodeMetric"]
+    # numeric order (2 before 10), node 3 lacks CPU samples and node 5 has none in [now-300, now]: both left out;
+    # memory is node_numa_memory_usage whatever the memory policy, as upstream
+    assert nm["numaUsages"] == [
+        {"numaNodeID": 0, "nodeUsage": {"resources": {"cpu": "0", "memory": "0"}}, "systemUsage": {}},
+        {"numaNodeID": 2, "nodeUsage": {"resources": {"cpu": "250m", "memory": "1536Mi"}}, "systemUsage": {}},
+        {"numaNodeID": 10, "nodeUsage": {"resources": {"cpu": "1500m", "memory": "2Gi"}}, "systemUsage": {}},
+    ]
+    assert list(nm) == ["nodeUsage", "aggregatedNodeUsages", "systemUsage", "aggregatedSystemUsages",
+                        "numaUsages"]
+
+
+def test_numa_usages_omitted_when_no_node_has_samples():
+    cache = MetricCache(None, clock=lambda: NOW)
+    fill(cache, 300)
+    cache.append(numa_samples(0, NOW - 600, cpu=1.0, memory=GiB) + numa_samples(1, NOW - 10, memory=GiB))
+    assert "numaUsages" not in NodeMetricBuilder(cache, CollectPolicy()).status([], NOW)["nodeMetric"]

@@ -1,8 +1,11 @@
+import os
+
 import pytest
 
-from koordlet.collectors.usage import SharedState, UsageCollection
+from koordlet.collectors.usage import NUMACollector, SharedState, UsageCollection
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.host.procfs import CLK_TCK
+from koordlet.host.procfs import CLK_TCK, read_cpu_stat
+from koordlet.host.topology import read_topology
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
@@ -27,6 +30,11 @@ def setup(request, tmp_path):
     return host, cg, metrics, coll
 
 
+def node_collect(coll, host, now, mono):
+    """The node collector on this cycle's /proc/stat, which UsageCollection.run reads once for node and NUMA."""
+    return coll.node.collect(now, mono, read_cpu_stat(host.paths).busy)
+
+
 def pods_for(host, cg):
     ls = pod_from_k8s(pod_object("u-ls", "web", qos="Burstable", containers={"app": A}))
     be_obj = pod_object("u-be", "batch", qos="BestEffort", containers={"job": B},
@@ -45,7 +53,7 @@ def test_node_pod_container_system_usage(setup):
     host.add_pod(KubeQOS.BESTEFFORT, "u-be", CgroupValues(cpu_ns=0, anon=100 * MiB),
                  {B: CgroupValues(cpu_ns=0, anon=100 * MiB)})
     pods = pods_for(host, cg)
-    first = by_name(coll.node.collect(100.0, 10.0) + coll.pod.collect(100.0, 10.0, pods))
+    first = by_name(node_collect(coll, host, 100.0, 10.0) + coll.pod.collect(100.0, 10.0, pods))
     assert ("node_cpu_usage", ()) not in first                 # first counter sample is skipped
     assert ("pod_cpu_usage", (("pod_uid", "u-ls"),)) not in first
     assert first[("node_memory_usage", ())] == 2 * 2**30          # (total − available) × 1024
@@ -57,7 +65,8 @@ def test_node_pod_container_system_usage(setup):
                     CgroupValues(cpu_ns=int(2.5e9), anon=210 * MiB, inactive_file=5 * MiB))
     host.set_cgroup(host.container_dir(KubeQOS.BURSTABLE, "u-ls", A), CgroupValues(cpu_ns=int(2e9), anon=150 * MiB))
     host.set_cgroup(cg.layout.pod_dir(KubeQOS.BESTEFFORT, "u-be"), CgroupValues(cpu_ns=int(0.5e9), anon=100 * MiB))
-    s = by_name(coll.node.collect(102.0, 12.0) + coll.pod.collect(102.0, 12.0, pods) + coll.system.collect(102.0))
+    s = by_name(node_collect(coll, host, 102.0, 12.0) + coll.pod.collect(102.0, 12.0, pods)
+                + coll.system.collect(102.0))
     assert s[("node_cpu_usage", ())] == pytest.approx(2.0)        # iowait/steal are not busy
     assert s[("pod_cpu_usage", (("pod_uid", "u-ls"),))] == pytest.approx(0.75)
     assert s[("container_cpu_usage", (("container_id", A),))] == pytest.approx(0.5)
@@ -115,3 +124,136 @@ def test_be_tier(setup):
     assert s["usage"] == pytest.approx(500.0)          # 1 cpu-s over 2 s, milli-cores
     assert s["request"] == 2000.0                      # batch-cpu of BE-labelled pods
     assert s["real-limit"] == 3000.0                   # min(4 cpus of smallest cpuset, quota 3 cores)
+
+
+# ----------------------------------------------------------------------------------------------- per-CPU and NUMA
+
+GiB_KB = 2**20          # 1 GiB in meminfo's kB
+
+
+def test_proc_stat_aggregate_and_per_cpu_lines(tmp_path):
+    host = FakeHost(str(tmp_path))
+    # a real kernel's layout: "cpu  " aggregate, then online CPUs only (cpu2 offline), then intr & co.
+    open(host.paths.proc("stat"), "w").write(
+        "cpu  100 5 40 9000 30 3 2 7 11 0\n"
+        "cpu0 60 5 20 4000 10 1 1 3 11 0\n"
+        "cpu1 40 0 20 5000 20 2 1 4 0 0\n"
+        "cpu3 7 0 0 100 0 0 0 0 0 0\n"
+        "intr 12345 0 1 2 3\nctxt 99\nbtime 1700000000\nprocesses 42\n")
+    stat = read_cpu_stat(host.paths)
+    # user nice system irq softirq; idle, iowait, steal and guest (already inside user) are not busy
+    assert stat.busy == 100 + 5 + 40 + 3 + 2
+    assert stat.per_cpu == {0: 60 + 5 + 20 + 1 + 1, 1: 40 + 20 + 2 + 1, 3: 7}
+    open(host.paths.proc("stat"), "w").write("cpu0 1 2 3 4 5 6 7 8 0 0\n")
+    with pytest.raises(ValueError, match="aggregate cpu line"):
+        read_cpu_stat(host.paths)
+    open(host.paths.proc("stat"), "w").write("cpu  1 2 3 4 5 6 7 0 0 0\ncpu0 1 2 3\n")
+    with pytest.raises(ValueError, match="cpu0 line has 3 fields"):
+        read_cpu_stat(host.paths)
+
+
+def two_numa_host(tmp_path):
+    """node 0: CPUs 0-1; node 1: CPUs 2-3 with cpu3 offline; node 2: CPU-less memory (CXL-like); node 3: an
+    empty node (no CPUs, no memory: what an ACPI generic initiator looks like)."""
+    host = FakeHost(str(tmp_path))
+    host.set_numa({0: [0, 1], 1: [2, 3], 2: [], 3: []}, offline=(3,))
+    host.set_node_meminfo(0, total_kb=8 * GiB_KB, free_kb=2 * GiB_KB, active_file_kb=GiB_KB,
+                          inactive_file_kb=GiB_KB // 2, sreclaimable_kb=GiB_KB // 4)
+    host.set_node_meminfo(1, total_kb=8 * GiB_KB, free_kb=7 * GiB_KB)
+    host.set_node_meminfo(2, total_kb=4 * GiB_KB, free_kb=3 * GiB_KB, inactive_file_kb=GiB_KB // 2)
+    host.set_node_meminfo(3, total_kb=0, free_kb=0)
+    return host
+
+
+def numa_collector(host):
+    metrics = AgentMetrics("n1")
+    return NUMACollector(host.paths, read_topology(host.paths), metrics), metrics
+
+
+def numa_collect(numa, host, now, mono):
+    return by_name(numa.collect(now, mono, read_cpu_stat(host.paths).per_cpu))
+
+
+def cpu(node):
+    return ("node_numa_cpu_usage", (("numa_node_id", str(node)),))
+
+
+def mem(node):
+    return ("node_numa_memory_usage", (("numa_node_id", str(node)),))
+
+
+def test_numa_cpu_is_per_cpu_ticks_summed_by_node(tmp_path):
+    host = two_numa_host(tmp_path)
+    numa, _ = numa_collector(host)
+    # cpu3 is offline (no line); cpu4 was hot-added after start (a line, but no node in the topology)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 1000, 1: 2000, 2: 3000, 4: 0})
+    first = numa_collect(numa, host, 100.0, 10.0)
+    assert not any(name == "node_numa_cpu_usage" for name, _ in first)      # a rate needs two readings
+
+    # 2 s later: cpu0 +1 s of busy ticks, cpu1 +0.5 s, cpu2 +2 s (fully busy), cpu4 +2 s; iowait/steal grow too
+    host.set_proc_stat(busy=0, idle=0, iowait=500, steal=300,
+                       per_cpu={0: 1000 + CLK_TCK, 1: 2000 + CLK_TCK // 2, 2: 3000 + 2 * CLK_TCK, 4: 2 * CLK_TCK})
+    s = numa_collect(numa, host, 102.0, 12.0)
+    assert s[cpu(0)] == pytest.approx((1.0 + 0.5) / 2)           # 0.75 cores
+    assert s[cpu(1)] == pytest.approx(2.0 / 2)                   # 1 core: cpu2 only, cpu3 offline
+    assert cpu(2) not in s and cpu(3) not in s                   # CPU-less nodes have no CPU usage
+
+    # 1 s later: cpu1's counter went backwards (it is skipped), cpu0 idle: node 0 still reports, with 0
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 1000 + CLK_TCK, 1: 0, 2: 3000 + 2 * CLK_TCK})
+    s = numa_collect(numa, host, 103.0, 13.0)
+    assert s[cpu(0)] == 0.0 and s[cpu(1)] == 0.0
+
+
+def test_numa_memory_per_node(tmp_path):
+    host = two_numa_host(tmp_path)
+    numa, _ = numa_collector(host)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 0, 1: 0, 2: 0})
+    s = numa_collect(numa, host, 100.0, 10.0)
+    # MemTotal − (MemFree + Active(file) + Inactive(file) + SReclaimable), in bytes; MemUsed is not used
+    assert s[mem(0)] == (8 - 2 - 1 - 0.5 - 0.25) * 2**30
+    assert s[mem(1)] == 1 * 2**30
+    assert s[mem(2)] == 0.5 * 2**30                               # CPU-less memory still has a memory usage
+    assert mem(3) not in s                                        # neither CPUs nor memory: nothing to report
+    host.set_node_meminfo(1, total_kb=GiB_KB, free_kb=GiB_KB // 2, active_file_kb=GiB_KB)
+    assert numa_collect(numa, host, 101.0, 11.0)[mem(1)] == 0.0  # estimate above total: clamped at 0
+
+
+def test_numa_node_meminfo_problem_skips_that_node_only(tmp_path):
+    host = two_numa_host(tmp_path)
+    numa, metrics = numa_collector(host)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 0, 1: 0, 2: 0})
+    host.set_node_meminfo(0, total_kb=8 * GiB_KB, free_kb=GiB_KB, omit=("SReclaimable",))
+    os.remove(os.path.join(host.paths.sys_root, "devices/system/node/node1/meminfo"))
+    s = numa_collect(numa, host, 100.0, 10.0)
+    assert mem(0) not in s and mem(1) not in s and mem(2) in s
+    assert metrics.registry.get_sample_value("koordlet_collect_skipped_total",
+                                             {"node": "n1", "collector": "numa", "reason": "error"}) == 2
+
+
+def test_one_numa_node_reports_node_zero(tmp_path):
+    host = FakeHost(str(tmp_path), ncpu=2)
+    host.set_numa({0: [0, 1]})
+    numa, _ = numa_collector(host)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 0, 1: 0})
+    numa_collect(numa, host, 100.0, 10.0)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: CLK_TCK, 1: CLK_TCK})
+    s = numa_collect(numa, host, 101.0, 11.0)
+    assert s == {cpu(0): pytest.approx(2.0), mem(0): 0.0}
+
+
+def test_no_numa_in_sysfs_means_no_numa_samples(tmp_path):
+    host = FakeHost(str(tmp_path))                     # /proc only, as a kernel without CONFIG_NUMA
+    numa, _ = numa_collector(host)
+    assert numa.collect(1.0, 1.0, read_cpu_stat(host.paths).per_cpu) == []
+    assert numa.collect(2.0, 2.0, read_cpu_stat(host.paths).per_cpu) == []
+
+
+def test_collection_cycle_includes_numa_samples(tmp_path):
+    host = two_numa_host(tmp_path)
+    coll = UsageCollection(host.paths, Cgroups.detect(host.paths), AgentMetrics("n1"), interval=1.0,
+                           outdated=10.0)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 0, 1: 0, 2: 0})
+    coll.run(())
+    host.set_proc_stat(busy=3 * CLK_TCK, idle=0, per_cpu={0: CLK_TCK, 1: CLK_TCK, 2: CLK_TCK})
+    names = {(s.name, s.labels) for s in coll.run(()).samples}
+    assert {cpu(0), cpu(1), mem(0), mem(1), mem(2), ("node_cpu_usage", ())} <= names

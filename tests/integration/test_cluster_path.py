@@ -1,0 +1,303 @@
+"""The Kubernetes API path end to end: our KubeApi, watchers, writers and the agent's report loop against the
+HTTP API server double, which enforces resourceVersion conflicts, the status subresource, watch resume / 410 and
+validates every custom resource against the CRD schemas shipped in deploy/crds."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from koordlet import kubeapi
+from koordlet.agent import Agent
+from koordlet.config import build
+from koordlet.host.cgroup import CgroupVersion, Driver
+from koordlet.kubeapi import ApiError, KubeApi
+from koordlet.reporters import nrt
+from koordlet.reporters.cluster import NodeMetricStatusWriter, NRTWriter
+from koordlet.states.watcher import ObjectWatcher
+from tests.fakehost import FakeHost
+from tests.peers.apiserver_double import ApiServerDouble
+from tests.peers.crdschema import CrdSchemas
+from tests.waits import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = CrdSchemas.load(REPO / "deploy" / "crds")
+NODE = "node-a"
+NODES = "/api/v1/nodes"
+NODE_METRICS = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+NODE_SLOS = "/apis/slo.koordinator.sh/v1alpha1/nodeslos"
+NRTS = "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies"
+
+
+def node_object(labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "labels": labels or {}},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi"}, "allocatable": {"cpu": "4", "memory": "16Gi"}}}
+
+
+def node_metric_object(report_interval: int = 60) -> dict[str, Any]:
+    return {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": NODE},
+            "spec": {"metricCollectPolicy": {"aggregateDurationSeconds": 300,
+                                             "reportIntervalSeconds": report_interval}}}
+
+
+@pytest.fixture
+def double() -> Iterator[ApiServerDouble]:
+    with ApiServerDouble(SCHEMAS.validate, bookmark_interval=0.2) as d:
+        d.resource("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", namespaced=False,
+                   status_subresource=True)
+        d.resource("slo.koordinator.sh", "v1alpha1", "nodeslos", "NodeSLO", namespaced=False,
+                   status_subresource=True)
+        d.resource("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", "NodeResourceTopology",
+                   namespaced=False)
+        d.put(NODES, node_object())
+        yield d
+
+
+@pytest.fixture
+def api(double: ApiServerDouble, tmp_path: Path) -> Iterator[KubeApi]:
+    client = KubeApi(double.write_kubeconfig(tmp_path / "kubeconfig"), timeout=2.0)
+    yield client
+    client.close()
+
+
+class Running:
+    """Runs a watcher in a thread for the length of a test."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.threads: list[tuple[threading.Thread, ObjectWatcher]] = []
+
+    def watch(self, api: KubeApi, resource: kubeapi.Resource, **kw: Any) -> ObjectWatcher:
+        watcher = ObjectWatcher(api, resource, NODE, **kw)
+        thread = threading.Thread(target=watcher.run, args=(self.stop,), daemon=True)
+        thread.start()
+        self.threads.append((thread, watcher))
+        assert watcher.synced.wait(5)
+        return watcher
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread, watcher in self.threads:
+            watcher.stop()
+            thread.join(5)
+            assert not thread.is_alive(), "watcher did not stop"
+
+
+@pytest.fixture
+def running() -> Iterator[Running]:
+    r = Running()
+    yield r
+    r.close()
+
+
+def labels_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+# --- watcher ----------------------------------------------------------------------------------------------------
+
+
+def test_watcher_follows_changes_and_deletion(double, api, running):
+    watcher = running.watch(api, kubeapi.NODES, watch_timeout=1)
+    assert watcher.object["metadata"]["name"] == NODE
+    double.put(NODES, node_object({"zone": "a"}))
+    assert wait_for(lambda: labels_of(watcher.object) == {"zone": "a"}, timeout=5)
+    double.put(NODES, {**node_object(), "metadata": {"name": "other-node"}})      # filtered by name
+    double.remove(NODES, NODE)
+    assert wait_for(lambda: watcher.object is None, timeout=5)
+    double.put(NODES, node_object({"zone": "b"}))
+    assert wait_for(lambda: labels_of(watcher.object) == {"zone": "b"}, timeout=5)
+    # the 1 s server-side watch timeout passed several times: each time it resumed, never re-listed
+    assert wait_for(lambda: sum(r.query.get("watch") == ["true"] for r in double.requests) >= 3, timeout=5)
+    assert watcher.relists == 1
+
+
+def test_watcher_relists_after_410_and_keeps_its_copy_through_an_outage(double, api, running):
+    watcher = running.watch(api, kubeapi.NODES, watch_timeout=30)
+    double.stop()                                           # the API server crashes...
+    double.put(NODES, node_object({"while": "down"}))       # ...others write meanwhile...
+    double.compact()                                        # ...and history is compacted past our version
+    assert labels_of(watcher.object) == {}                  # the last good copy stays
+    double.start()
+    assert wait_for(lambda: labels_of(watcher.object) == {"while": "down"}, timeout=10)
+    assert watcher.relists == 2                             # the resume got 410 Expired: listed again
+
+
+def test_bookmarks_let_a_watch_resume_past_compaction(double, api, running):
+    watcher = running.watch(api, kubeapi.NODES, watch_timeout=30)
+    double.put(NODE_METRICS, node_metric_object())          # unrelated writes move the global resourceVersion
+    latest = double.put(NODE_METRICS, node_metric_object(90))["metadata"]["resourceVersion"]
+    bookmarks = sum(1 for r in double.requests if r.query.get("watch"))
+    assert watcher.resource_version != latest
+    double.bookmark()
+    assert wait_for(lambda: watcher.resource_version == latest, timeout=5)
+    double.compact()
+    double.stop()                                           # drop the watch
+    double.start()
+    assert wait_for(lambda: sum(1 for r in double.requests if r.query.get("watch")) > bookmarks, timeout=10)
+    double.put(NODES, node_object({"after": "restart"}))
+    assert wait_for(lambda: labels_of(watcher.object) == {"after": "restart"}, timeout=10)
+    assert watcher.relists == 1                             # resumed from the bookmark's version: no 410
+
+
+# --- NodeMetric status --------------------------------------------------------------------------------------------
+
+
+def status(cpu: str = "1") -> dict[str, Any]:
+    return {"updateTime": "2026-11-21T10:00:00Z",
+            "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": "1Gi"}}}, "podsMetric": []}
+
+
+def test_status_update_changes_only_status_and_waits_for_the_object(double, api, running):
+    watcher = running.watch(api, kubeapi.NODE_METRICS)
+    writer = NodeMetricStatusWriter(api, watcher, NODE)
+    stop = threading.Event()
+    assert writer.write(status(), stop) == "absent"         # koord-manager has not created it yet
+    assert not [r for r in double.requests if r.method == "PUT"]
+    double.put(NODE_METRICS, node_metric_object())
+    assert wait_for(lambda: watcher.object is not None, timeout=5)
+    assert writer.write(status("2"), stop) == "updated"
+    stored = double.objects[(NODE_METRICS, NODE)]
+    assert stored["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] == "2"
+    assert stored["spec"] == node_metric_object()["spec"]
+    put = [r for r in double.requests if r.method == "PUT"][-1]
+    assert put.path == f"{NODE_METRICS}/{NODE}/status"
+
+
+def test_status_update_retries_a_real_conflict_with_the_current_object(double, api):
+    double.put(NODE_METRICS, node_metric_object())
+    watcher = ObjectWatcher(api, kubeapi.NODE_METRICS, NODE)
+    watcher._list()                                         # one list, no watch: its copy goes stale
+    double.put(NODE_METRICS, node_metric_object(120))       # koord-manager changes the spec meanwhile
+    writer = NodeMetricStatusWriter(api, watcher, NODE)
+    assert writer.write(status("3"), threading.Event()) == "updated"
+    puts = [r for r in double.requests if r.method == "PUT"]
+    assert len(puts) == 2                                   # 409 on the stale version, then success
+    stored = double.objects[(NODE_METRICS, NODE)]
+    assert stored["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] == 120
+    assert stored["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] == "3"
+
+
+def test_status_update_gives_up_after_repeated_conflicts_and_raises_outages(double, api, running):
+    double.put(NODE_METRICS, node_metric_object())
+    watcher = running.watch(api, kubeapi.NODE_METRICS)
+    writer = NodeMetricStatusWriter(api, watcher, NODE)
+    double.fail_next("PUT", f"{NODE_METRICS}/{NODE}/status", 409, count=5)
+    with pytest.raises(ApiError, match="still conflicting"):
+        writer.write(status(), threading.Event())
+    double.outage(True)
+    with pytest.raises(ApiError) as err:
+        writer._limiter = kubeapi.RateLimiter(0, 1)          # the 0.1 QPS limiter would make the test wait
+        writer.write(status(), threading.Event())
+    assert err.value.status == 503 and err.value.retryable
+    double.outage(False)
+    assert writer.write(status("4"), threading.Event()) == "updated"
+
+
+def test_invalid_status_is_refused_by_the_schema(double, api, running):
+    double.put(NODE_METRICS, node_metric_object())
+    watcher = running.watch(api, kubeapi.NODE_METRICS)
+    bad = status()
+    bad["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = "one core"
+    with pytest.raises(ApiError) as err:
+        NodeMetricStatusWriter(api, watcher, NODE).write(bad, threading.Event())
+    assert err.value.status == 422 and not err.value.retryable
+
+
+# --- NodeResourceTopology -----------------------------------------------------------------------------------------
+
+
+def topo_status(node: nrt.NodeInfo) -> nrt.NRTStatus:
+    from tests.unit.test_nrt import two_socket_topology
+    return nrt.build_status(two_socket_topology(), [], node, None)
+
+
+def test_nrt_created_then_updated_only_on_change_and_others_fields_kept(double, api, running):
+    watcher = running.watch(api, kubeapi.NODE_RESOURCE_TOPOLOGIES)
+    node = nrt.NodeInfo.from_object(double.objects[(NODES, NODE)])
+    writer = NRTWriter(api, watcher)
+    assert writer.write(node, topo_status(node)) == "created"
+    stored = double.objects[(NRTS, NODE)]
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == node.uid and node.uid
+    assert writer.write(node, topo_status(node)) == "unchanged"     # even before the watch delivered it
+    assert wait_for(lambda: watcher.object is not None, timeout=5)
+    # another component adds a resource to a zone and an annotation
+    other = copy.deepcopy(double.objects[(NRTS, NODE)])
+    other["metadata"]["annotations"]["scheduler.example/x"] = "1"
+    other["zones"][0]["resources"].append({"name": "example.com/foo", "capacity": "1", "allocatable": "1",
+                                           "available": "1"})
+    double.put(NRTS, other)
+    assert wait_for(lambda: "scheduler.example/x" in watcher.object["metadata"]["annotations"], timeout=5)
+    assert writer.write(node, topo_status(node)) == "unchanged"
+    labelled = nrt.NodeInfo.from_object(node_object({"node.koordinator.sh/enable-numa-reservation": "true"}))
+    assert writer.write(labelled, topo_status(labelled)) == "updated"
+    stored = double.objects[(NRTS, NODE)]
+    assert stored["metadata"]["annotations"]["scheduler.example/x"] == "1"
+    assert "example.com/foo" in [r["name"] for r in stored["zones"][0]["resources"]]
+    assert stored["metadata"]["labels"]["node.koordinator.sh/enable-numa-reservation"] == "true"
+    assert SCHEMAS.validate(stored) == []
+
+
+def test_nrt_create_race_turns_into_an_update(double, api):
+    watcher = ObjectWatcher(api, kubeapi.NODE_RESOURCE_TOPOLOGIES, NODE)
+    watcher._list()                                          # sees nothing
+    node = nrt.NodeInfo(NODE)
+    double.put(NRTS, nrt.new_object(node))                   # a previous agent instance created it meanwhile
+    assert NRTWriter(api, watcher).write(node, topo_status(node)) == "updated"
+    assert double.objects[(NRTS, NODE)]["topologyPolicies"] == ["None"]
+    assert len(double.objects[(NRTS, NODE)]["zones"]) == 2
+
+
+# --- the agent ---------------------------------------------------------------------------------------------------
+
+
+def test_agent_reports_nrt_follows_nodeslo_and_nodemetric_spec_and_survives_an_outage(double, tmp_path,
+                                                                                       monkeypatch):
+    monkeypatch.setattr("koordlet.states.watcher.BACKOFF_MAX", 0.5)     # keep the test short
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
+    double.put(NODE_METRICS, node_metric_object(45))
+    cfg = build(environ={"NODE_NAME": NODE}, flags={
+        "kubeconfig": double.write_kubeconfig(tmp_path / "kubeconfig"), "pod-source": "apiserver",
+        "cgroup-root-dir": host.paths.cgroup_root, "proc-root-dir": host.paths.proc_root,
+        "sys-root-dir": host.paths.sys_root, "sys-fs-root-dir": host.paths.sys_fs_root,
+        "tsdb-path": str(tmp_path / "tsdb"), "addr": ("127.0.0.1", 0), "node-topology-sync-interval": 0.2,
+        "collect-res-used-interval": 0.2})
+    agent = Agent.build(cfg)
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: (NRTS, NODE) in double.objects, timeout=10)
+        assert SCHEMAS.validate(double.objects[(NRTS, NODE)]) == []
+        assert agent.collect_policy().report_interval == 45
+        double.put(NODE_SLOS, {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
+                               "metadata": {"name": NODE},
+                               "spec": {"resourceUsedThresholdWithBE": {"enable": True,
+                                                                        "cpuSuppressThresholdPercent": 55}}})
+        assert wait_for(lambda: agent.node_slo().resource_threshold.cpu_suppress_threshold_percent == 55,
+                 timeout=5)
+        cycles = lambda: agent.metrics.registry.get_sample_value(  # noqa: E731
+            "koordlet_collect_cycle_duration_seconds_count", {"node": NODE}) or 0
+        double.stop()                                        # outage: collection goes on
+        double.put(NODES, node_object({"node.koordinator.sh/enable-numa-reservation": "true"}))
+        during = cycles()
+        assert wait_for(lambda: cycles() >= during + 3, timeout=5)
+        double.start()                                       # the change made during the outage arrives
+        assert wait_for(lambda: labels_of(double.objects[(NRTS, NODE)]).get(
+            "node.koordinator.sh/enable-numa-reservation") == "true", timeout=10)
+        failed = lambda: agent.metrics.registry.get_sample_value(  # noqa: E731
+            "koordlet_report_total", {"node": NODE, "kind": "noderesourcetopology", "result": "failed"}) or 0
+        double.fail_next("PUT", f"{NRTS}/{NODE}", 503, count=2)   # the next two writes fail: retried
+        double.put(NODES, node_object())
+        assert wait_for(lambda: "node.koordinator.sh/enable-numa-reservation" not in labels_of(
+            double.objects[(NRTS, NODE)]), timeout=10)
+        assert failed() == 2
+        assert SCHEMAS.validate(double.objects[(NRTS, NODE)]) == []
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
