@@ -1,4 +1,5 @@
-"""Benchmark: a full topology scan (read_topology) of the largest sysfs fixture and of this host.
+"""Benchmark: a full topology scan (read_topology) of the largest sysfs fixture and of this host, and the
+NodeResourceTopology status built from it (what the 3 s NRT report loop pays each cycle).
 
 The floor is opening and reading the same sysfs files the scan reads (its file list is taken with an audit
 hook), so the ratio shows what the parsing costs on top of the kernel/disk reads.
@@ -20,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from koordlet.host.paths import HostPaths  # noqa: E402
 from koordlet.host.topology import read_topology  # noqa: E402
+from koordlet.reporters import nrt  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs-hwloc"
 LARGEST = "40intel64-2g2n4c+pcilocality"
@@ -58,9 +60,16 @@ def measure(label: str, paths: HostPaths, runs: int) -> None:
         t = time.perf_counter()
         topo = read_topology(paths)
         scan.append(time.perf_counter() - t)
+    build = []
+    node = nrt.NodeInfo("bench")
+    for _ in range(runs):
+        t = time.perf_counter()
+        nrt.apply(nrt.new_object(node), nrt.build_status(topo, [], node, None))
+        build.append(time.perf_counter() - t)
     med = statistics.median
     print(f"{label}: cpus={len(topo.cpus)} files={len(files)} read_topology median={med(scan) * 1e3:.2f} ms "
-          f"floor={med(base) * 1e3:.2f} ms ratio={med(scan) / med(base):.2f}x")
+          f"floor={med(base) * 1e3:.2f} ms ratio={med(scan) / med(base):.2f}x "
+          f"nrt_object median={med(build) * 1e3:.2f} ms")
 
 
 def main() -> int:

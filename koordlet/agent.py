@@ -23,6 +23,9 @@ from koordlet.host.topology import Topology, read_topology
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import AgentMetrics
+from koordlet.prediction.feed import Prediction
+from koordlet.prediction.reclaimable import node_allocatable
+from koordlet.prediction.server import PredictionConfig, Resources
 from koordlet.reporters import nrt
 from koordlet.reporters.files import write_yaml_atomic
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, node_metric_object
@@ -137,6 +140,7 @@ class Agent:
     informer: PodsInformer
     collection: UsageCollection
     topology: Topology
+    prediction: Prediction
     cluster: Cluster | None = None                    # None: standalone (reports go to report-dir only)
     kubelet: "KubeletClient | None" = None            # for /configz (and pods, with pod-source=kubelet)
     slo_file: NodeSLOFile | None = None               # standalone NodeSLO (nodeslo-file)
@@ -195,13 +199,23 @@ class Agent:
         self._kubelet_config = (time.monotonic(), value)
         return value
 
+    def allocatable(self) -> Resources | None:
+        """What the Prod reclaimable prediction caps against: the Node's raw/allocatable in a cluster, the host's
+        online CPUs and memory without one (there is no kubelet reserve to subtract)."""
+        if self.cluster is not None:
+            obj = self.cluster.node.object
+            return node_allocatable(obj) if obj else None
+        memory = sum(n.mem_total_bytes for n in self.topology.nodes if not n.gpu_memory)
+        return Resources(1000 * len(self.topology.online), memory)
+
     # --- reports ---------------------------------------------------------------------------------------------
 
     def node_metric(self, now: float | None = None) -> dict[str, Any]:
         """The NodeMetric object this agent would report now (status built from the metric cache)."""
         obj = self.cluster.node_metric.object if self.cluster else None
+        now = time.time() if now is None else now
         status = NodeMetricBuilder(self.cache, self.collect_policy()).status(
-            self.informer.pods, time.time() if now is None else now)
+            self.informer.pods, now, lambda pods: self.prediction.reclaimable(now, self.allocatable(), pods))
         return node_metric_object(self.config.node_name, (obj or {}).get("spec") or {}, status)
 
     def nrt_status(self) -> nrt.NRTStatus:
@@ -245,10 +259,13 @@ class Agent:
         informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
         topology = read_topology(paths)
         slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
+        # a one-shot run must not touch the daemon's checkpoints (restore deletes those of unknown pods)
+        checkpoints = config.prediction_checkpoint_filepath if persist else ""
+        prediction = Prediction(cache, PredictionConfig(checkpoint_dir=checkpoints or None))
         collection = UsageCollection(paths, cgroups, metrics, interval=config.collect_res_used_interval,
                                      outdated=config.collect_sys_metric_outdated_interval)
-        return cls(config, paths, cgroups, metrics, cache, informer, collection, topology, cluster, kubelet,
-                   slo_file)
+        return cls(config, paths, cgroups, metrics, cache, informer, collection, topology, prediction, cluster,
+                   kubelet, slo_file)
 
     # --- one cycle (also used by `run --once`) -----------------------------------------------------------
 
@@ -334,6 +351,10 @@ class Agent:
                     self._bad("topology", "host topology re-read failed error=%s", e)
             if self.slo_file is not None:
                 self.slo_file.refresh()
+            try:
+                self.prediction.step(time.time(), self.informer.pods)
+            except Exception as e:    # a full disk for checkpoints must not stop reports
+                self._bad("prediction", "prediction step failed error=%s", e)
             interval = self.collect_policy().report_interval
             cluster = self.cluster
             if cluster is not None and cfg.enable_node_metric_report and node_metric.due(now) \

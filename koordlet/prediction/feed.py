@@ -66,7 +66,8 @@ class Prediction:
             if not self._restored:
                 self._restored = True
                 restored = self.server.restore({m.pod.uid for m in pods})
-                log.info("prediction models restored count=%d dir=%s", restored, self.config.checkpoint_dir)
+                if restored:
+                    log.info("prediction models restored count=%d dir=%s", restored, self.config.checkpoint_dir)
             if now - self._last_train < self.config.training_interval:
                 return False
             self._last_train = now

@@ -4,7 +4,7 @@ Facts: reference/metrics-and-reports.md §4, checked against upstream's states_n
 * the spec's ``metricCollectPolicy`` is merged over defaults; aggregateDurationSeconds is at least 60 and
   reportIntervalSeconds at least 30;
 * ``nodeUsage`` / ``systemUsage`` are AVG over [now − aggregateDuration, now];
-* ``aggregatedNodeUsages`` / ``aggregatedSystemUsages`` carry p50/p90/p95/p99 per policy duration, and a
+* ``aggregatedNodeUsages`` / ``aggregatedSystemUsages`` carry avg/p50/p90/p95/p99 per policy duration, and a
   ResourceMap whose CPU series covers less than half its window (cold start) is sent empty ``{}``;
 * pods without samples in the window are left out; memory follows ``nodeMemoryCollectPolicy``;
 * ``numaUsages``: per NUMA node, AVG of ``node_numa_cpu_usage`` and ``node_numa_memory_usage`` over the same
@@ -20,23 +20,27 @@ the CPU series held in the cache's memory window (which covers the report window
 ``metric-cache-memory-window`` is set below ``aggregateDurationSeconds``). Same result: a node is reported only
 when it has samples in the window.
 
-Not yet here: GPU devices (device issue), and the prod reclaimable predictor — ``prodReclaimableMetric`` is sent
-as ``{"resource": {}}``, exactly what upstream sends when its predictor fails, and ``prodPeakMetric`` is omitted.
+``prodReclaimableMetric`` / ``prodPeakMetric`` come from the peak predictor (``koordlet.prediction``), fed the
+pods that had metrics, as upstream; when it cannot answer, ``prodReclaimableMetric`` is ``{"resource": {}}`` and
+``prodPeakMetric`` is omitted, exactly what upstream sends. ``hostApplicationMetric`` stays ``[]`` until host
+applications are collected (QoS issue). Not yet here: GPU devices (device issue).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from koordlet.config import parse_duration
 from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
+from koordlet.prediction.reclaimable import ReclaimPrediction
+from koordlet.prediction.server import Resources
 from koordlet.quantity import format_bytes, format_milli
 from koordlet.states.informer import PodMeta
 
 API_VERSION = "slo.koordinator.sh/v1alpha1"
-AGGREGATIONS = ("p50", "p90", "p95", "p99")
+AGGREGATIONS = ("avg", "p50", "p90", "p95", "p99")
 MEMORY_POLICIES = ("usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache")
 COLD_START_RATIO = 0.5
 NUMA_LABEL = "numa_node_id"           # upstream's MetricPropertyNUMANodeID
@@ -154,16 +158,20 @@ class NodeMetricBuilder:
                 out.append({"numaNodeID": node, "nodeUsage": usage, "systemUsage": {}})
         return out
 
-    def status(self, pods: Iterable[PodMeta], now: float) -> dict[str, Any]:
+    def status(self, pods: Iterable[PodMeta], now: float,
+               reclaim: Callable[[list[PodMeta]], ReclaimPrediction] | None = None) -> dict[str, Any]:
+        """The status; ``reclaim`` predicts Prod reclaimable / peak for the pods that had metrics."""
         start = now - self._policy.aggregate_duration
         node_mem = self._memory_kind("node")
         pod_mem = self._memory_kind("pod")
         pods_metric = []
+        measured = []
         for meta in pods:
             usage = self._resource_map(self._query("pod_cpu_usage", pod_mem, {"pod_uid": meta.pod.uid}, start,
                                                    now), "avg")
             if not usage:
                 continue                      # no samples in the window: dropped, as upstream
+            measured.append(meta)
             pods_metric.append({"namespace": meta.pod.namespace, "name": meta.pod.name, "podUsage": usage,
                                 "priority": meta.pod.priority_class, "qos": meta.pod.qos_class})
         pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
@@ -177,13 +185,23 @@ class NodeMetricBuilder:
         numa_usages = self._numa_usages(start, now)
         if numa_usages:
             node_metric["numaUsages"] = numa_usages
-        return {
+        prediction = reclaim(measured) if reclaim is not None else None
+        status: dict[str, Any] = {
             "updateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "nodeMetric": node_metric,
             "podsMetric": pods_metric,
             "hostApplicationMetric": [],
-            "prodReclaimableMetric": {"resource": {}},
+            "prodReclaimableMetric": {"resource": _predicted(prediction and prediction.reclaimable)},
         }
+        if prediction is not None and prediction.peak is not None:
+            status["prodPeakMetric"] = {"resource": _predicted(prediction.peak)}
+        return status
+
+
+def _predicted(value: Resources | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    return {"resources": {"cpu": format_milli(value.cpu_milli), "memory": format_bytes(value.memory_bytes)}}
 
 
 def node_metric_object(node: str, spec: Mapping[str, Any] | None, status: Mapping[str, Any]) -> dict[str, Any]:

@@ -55,8 +55,9 @@ def test_status_fields_and_cold_start():
     durations = [a["duration"] for a in nm["aggregatedNodeUsages"]]
     assert durations == ["5m0s", "10m0s", "30m0s"]
     five, ten, thirty = nm["aggregatedNodeUsages"]
-    assert set(five["usage"]) == {"p50", "p90", "p95", "p99"}     # upstream sends no avg here
+    assert set(five["usage"]) == {"avg", "p50", "p90", "p95", "p99"}   # upstream HEAD sends avg too
     # 31 values 60..90: p50 index floor(31*.5)-1 = 14 -> 74; p90 -> index 26 -> 86; p99 -> index 29 -> 89
+    assert five["usage"]["avg"]["resources"]["cpu"] == "75"
     assert five["usage"]["p50"]["resources"]["cpu"] == "74"
     assert five["usage"]["p90"]["resources"]["cpu"] == "86"
     assert five["usage"]["p99"]["resources"]["cpu"] == "89"
@@ -68,6 +69,27 @@ def test_status_fields_and_cold_start():
     assert status["prodReclaimableMetric"] == {"resource": {}}
     assert status["hostApplicationMetric"] == []
     assert status["updateTime"] == "2027-01-15T08:00:00Z"
+
+
+def test_prediction_fields_from_the_pods_that_had_metrics():
+    from koordlet.prediction.reclaimable import ReclaimPrediction
+    from koordlet.prediction.server import Resources
+    cache = MetricCache(None, clock=lambda: NOW)
+    fill(cache, 900)
+    seen = []
+
+    def reclaim(pods):
+        seen.extend(m.pod.name for m in pods)
+        return ReclaimPrediction(Resources(1500, 2**30), Resources(2500, 3 * 2**30))
+
+    status = NodeMetricBuilder(cache, CollectPolicy()).status([pod("b", "idle"), pod("a", "web", ns="shop")], NOW,
+                                                              reclaim)
+    assert seen == ["web"]                             # "idle" had no samples
+    assert status["prodReclaimableMetric"] == {"resource": {"resources": {"cpu": "1500m", "memory": "1Gi"}}}
+    assert status["prodPeakMetric"] == {"resource": {"resources": {"cpu": "2500m", "memory": "3Gi"}}}
+    failed = NodeMetricBuilder(cache, CollectPolicy()).status(
+        [], NOW, lambda pods: ReclaimPrediction(None, None, "no allocatable"))
+    assert failed["prodReclaimableMetric"] == {"resource": {}} and "prodPeakMetric" not in failed
 
 
 def test_empty_cache_gives_empty_maps():
