@@ -30,6 +30,7 @@ from koordlet.reporters import nrt
 from koordlet.reporters.files import write_yaml_atomic
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, node_metric_object
 from koordlet.server import HttpServer
+from koordlet.states.hostapps import HostApp, resolve_host_apps
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects
 from koordlet.states.nodeslo import NodeSLOFile, NodeSLOSpec, merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pleg import Pleg
@@ -147,6 +148,7 @@ class Agent:
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
+    _slo: tuple[Any, NodeSLOSpec, list[HostApp]] | None = None
 
     # --- what the agent knows about its node ------------------------------------------------------------
 
@@ -165,16 +167,33 @@ class Agent:
 
     def node_slo(self) -> NodeSLOSpec:
         """The effective NodeSLO spec: the cluster's NodeSLO, the standalone file, or the defaults."""
+        return self._slo_state()[1]
+
+    def host_apps(self) -> list[HostApp]:
+        """The NodeSLO's host applications with their cgroup dirs (refused ones logged once)."""
+        return self._slo_state()[2]
+
+    def _slo_state(self) -> tuple[Any, NodeSLOSpec, list[HostApp]]:
+        """Parsed once per NodeSLO version (the collection asks every second)."""
         if self.cluster is not None:
             obj = self.cluster.node_slo.object
-            spec, errors = node_slo_from_object(obj) if obj else merge_node_slo_spec(None, self.config.node_name)
+            key: Any = ("object", (obj or {}).get("metadata", {}).get("resourceVersion"))
         elif self.slo_file is not None:
-            return self.slo_file.spec
+            obj, key = None, ("file", id(self.slo_file.spec))
         else:
-            spec, errors = merge_node_slo_spec(None, self.config.node_name)
-        for e in errors:
+            obj, key = None, ("defaults",)
+        if self._slo is not None and self._slo[0] == key:
+            return self._slo
+        errors: list[str] = []
+        if self.slo_file is not None and self.cluster is None:
+            spec = self.slo_file.spec         # the file source logs its own errors
+        else:
+            spec, errors = node_slo_from_object(obj) if obj else merge_node_slo_spec(None, self.config.node_name)
+        apps, app_errors = resolve_host_apps(spec.host_applications, self.cgroups.layout)
+        for e in errors + app_errors:
             self._bad(f"nodeslo {e}", "NodeSLO %s: %s", self.config.node_name, e)
-        return spec
+        self._slo = (key, spec, apps)
+        return self._slo
 
     def kubelet_config(self) -> nrt.KubeletCPUConfig | None:
         """The kubelet's CPU/topology manager settings, re-read every minute; None when not queried.
@@ -215,7 +234,8 @@ class Agent:
         obj = self.cluster.node_metric.object if self.cluster else None
         now = time.time() if now is None else now
         status = NodeMetricBuilder(self.cache, self.collect_policy()).status(
-            self.informer.pods, now, lambda pods: self.prediction.reclaimable(now, self.allocatable(), pods))
+            self.informer.pods, now, lambda pods: self.prediction.reclaimable(now, self.allocatable(), pods),
+            self.host_apps())
         return node_metric_object(self.config.node_name, (obj or {}).get("spec") or {}, status)
 
     def nrt_status(self) -> nrt.NRTStatus:
@@ -271,7 +291,7 @@ class Agent:
 
     def collect_once(self) -> CycleResult:
         pods = self.informer.pods
-        result = self.collection.run(pods)
+        result = self.collection.run(pods, self.host_apps())
         self.cache.append(result.samples)
         self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(pods))
         self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())

@@ -6,7 +6,12 @@ where upstream has the metric; the rest are ours and say so in their help text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from koordlet.states.hostapps import HostApp
 
 
 class AgentMetrics:
@@ -36,7 +41,14 @@ class AgentMetrics:
         self.reports = Counter("koordlet_report", "(koordlet-py) report attempts by kind (nodemetric, "
                                "noderesourcetopology, files) and result (updated, created, unchanged, absent, "
                                "failed...)", ["node", "kind", "result"], registry=r)
+        self.host_application_resource_usage = Gauge(
+            "koordlet_host_application_resource_usage", "Usage of a NodeSLO host application (cpu in cores, "
+            "memory in bytes)", ["node", "host_application_name", "resource", "priority_class", "qos"],
+            registry=r)
         self.start_time.labels(node).set_to_current_time()
+
+    def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:
+        self.host_application_resource_usage.labels(self.node, app.name, resource, app.priority, app.qos).set(value)
 
     def skipped(self, collector: str, reason: str, n: int = 1) -> None:
         if n:

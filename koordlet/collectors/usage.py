@@ -14,7 +14,10 @@ pod_memory_usage            memory.stat anon + unevictable (upstream's usage)   
 pod_memory_working_set      usage − inactive_file (kubelet's working set)       {pod_uid}
 container_*                 the same three per container                        {container_id}
 node_be                     BE tier cpu usage / request / real-limit, milli-cores {be_resource,be_allocation}
-sys_cpu_usage, sys_memory_usage   node − Σ pods, ≥ 0, only from inputs fresher than the outdated interval
+host_application_cpu_usage / host_application_memory_usage (anon, as pods) /
+host_application_memory_usage_with_page_cache (anon + file)   per NodeSLO host application {host_app_name}
+sys_cpu_usage, sys_memory_usage   node − Σ pods − Σ host apps, ≥ 0, only from inputs fresher than the outdated
+                                  interval
 ==========================  ======================================================================
 """
 
@@ -32,6 +35,7 @@ from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_m
 from koordlet.metriccache import Sample
 from koordlet.logutil import LogOnce
 from koordlet.metrics import AgentMetrics
+from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 from koordlet import wire
 
@@ -53,6 +57,7 @@ class SharedState:
     """What one collector publishes for another in the same cycle (upstream's SharedState)."""
     node: Reading = field(default_factory=Reading)
     pods: Reading = field(default_factory=Reading)
+    host_apps: Reading = field(default_factory=Reading)
 
 
 class NodeCollector:
@@ -277,6 +282,44 @@ class BECollector:
         return limit
 
 
+class HostAppCollector:
+    """CPU and memory of the NodeSLO's host applications (upstream's HostApplicationCollector)."""
+    name = "hostapp"
+
+    def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float) -> None:
+        self._usage = CgroupUsage(cgroups, ttl=20 * max(interval, 1.0))
+        self._shared = shared
+        self._metrics = metrics
+        self._errors = LogOnce(log)
+
+    def collect(self, now: float, mono: float, apps: Iterable[HostApp]) -> list[Sample]:
+        samples: list[Sample] = []
+        cpu_total = memory_total = 0.0
+        self._metrics.host_application_resource_usage.clear()    # an app removed from the NodeSLO disappears
+        for app in apps:
+            try:
+                cpu, mem = self._usage.read(app.cgroup_dir, mono)
+                self._errors.forget(app.name)
+            except (OSError, ValueError) as e:
+                self._metrics.skipped(self.name, "error")
+                self._errors(app.name, "host application %s cgroup %s unreadable error=%s", app.name,
+                             app.cgroup_dir, e)
+                continue
+            labels = (("host_app_name", app.name),)
+            samples += [Sample("host_application_memory_usage", labels, now, float(mem.anon)),
+                        Sample("host_application_memory_usage_with_page_cache", labels, now,
+                               float(mem.with_page_cache))]
+            memory_total += mem.anon
+            self._metrics.host_app_usage(app, "memory", float(mem.anon))
+            if cpu is not None:
+                samples.append(Sample("host_application_cpu_usage", labels, now, cpu))
+                cpu_total += cpu
+                self._metrics.host_app_usage(app, "cpu", cpu)
+        self._usage.expire(mono)
+        self._shared.host_apps = Reading(now, cpu_total, memory_total)
+        return samples
+
+
 class SystemCollector:
     """Node usage not accounted to pods (kernel, daemons, the kubelet), clamped at 0 as upstream."""
     name = "system"
@@ -286,11 +329,12 @@ class SystemCollector:
         self._outdated = outdated
 
     def collect(self, now: float) -> list[Sample]:
-        node, pods = self._shared.node, self._shared.pods
+        node, pods, apps = self._shared.node, self._shared.pods, self._shared.host_apps
         if now - node.ts > self._outdated or now - pods.ts > self._outdated:
             return []
-        return [Sample("sys_cpu_usage", NO_LABELS, now, max(node.cpu - pods.cpu, 0.0)),
-                Sample("sys_memory_usage", NO_LABELS, now, max(node.memory - pods.memory, 0.0))]
+        app_cpu, app_memory = (apps.cpu, apps.memory) if now - apps.ts <= self._outdated else (0.0, 0.0)
+        return [Sample("sys_cpu_usage", NO_LABELS, now, max(node.cpu - pods.cpu - app_cpu, 0.0)),
+                Sample("sys_memory_usage", NO_LABELS, now, max(node.memory - pods.memory - app_memory, 0.0))]
 
 
 @dataclass
@@ -311,11 +355,12 @@ class UsageCollection:
         self.numa = NUMACollector(paths, read_topology(paths), metrics)
         self.pod = PodCollector(cgroups, self.shared, metrics, interval)
         self.be = BECollector(cgroups, metrics)
+        self.host_apps = HostAppCollector(cgroups, self.shared, metrics, interval)
         self.system = SystemCollector(self.shared, outdated)
         self._metrics = metrics
         self._errors = LogOnce(log)
 
-    def run(self, pods: tuple[PodMeta, ...]) -> CycleResult:
+    def run(self, pods: tuple[PodMeta, ...], host_apps: Iterable[HostApp] = ()) -> CycleResult:
         start = time.perf_counter()
         now, mono = time.time(), time.monotonic()
         samples: list[Sample] = []
@@ -329,6 +374,7 @@ class UsageCollection:
             self._errors("node", "node usage unreadable error=%s", e)
         samples += self.pod.collect(now, mono, pods)
         samples += self.be.collect(now, mono, pods)
+        samples += self.host_apps.collect(now, mono, host_apps)
         samples += self.system.collect(now)
         duration = time.perf_counter() - start
         self._metrics.collect_cycle_seconds.labels(self._metrics.node).observe(duration)

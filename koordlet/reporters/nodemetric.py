@@ -22,8 +22,9 @@ when it has samples in the window.
 
 ``prodReclaimableMetric`` / ``prodPeakMetric`` come from the peak predictor (``koordlet.prediction``), fed the
 pods that had metrics, as upstream; when it cannot answer, ``prodReclaimableMetric`` is ``{"resource": {}}`` and
-``prodPeakMetric`` is omitted, exactly what upstream sends. ``hostApplicationMetric`` stays ``[]`` until host
-applications are collected (QoS issue). Not yet here: GPU devices (device issue).
+``prodPeakMetric`` is omitted, exactly what upstream sends. ``hostApplicationMetric``: per NodeSLO host
+application with samples, AVG cpu and memory (``…_with_page_cache`` under ``usageWithPageCache``), its priority
+and QoS copied from the NodeSLO, sorted by name. Not yet here: GPU devices (device issue).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
 from koordlet.prediction.reclaimable import ReclaimPrediction
 from koordlet.prediction.server import Resources
 from koordlet.quantity import format_bytes, format_milli
+from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 
 API_VERSION = "slo.koordinator.sh/v1alpha1"
@@ -49,6 +51,7 @@ NUMA_LABEL = "numa_node_id"           # upstream's MetricPropertyNUMANodeID
 _MEMORY_KIND = {
     ("node", "usageWithPageCache"): "node_memory_usage_with_page_cache",
     ("pod", "usageWithPageCache"): "pod_memory_usage_with_page_cache",
+    ("host_application", "usageWithPageCache"): "host_application_memory_usage_with_page_cache",
 }
 
 
@@ -158,8 +161,19 @@ class NodeMetricBuilder:
                 out.append({"numaNodeID": node, "nodeUsage": usage, "systemUsage": {}})
         return out
 
+    def _host_apps(self, apps: Iterable[HostApp], start: float, end: float) -> list[dict[str, Any]]:
+        memory = self._memory_kind("host_application")
+        out = []
+        for app in apps:
+            usage = self._resource_map(self._query("host_application_cpu_usage", memory,
+                                                   {"host_app_name": app.name}, start, end), "avg")
+            if usage:
+                out.append({"name": app.name, "usage": usage, "priority": app.priority, "qos": app.qos})
+        return sorted(out, key=lambda a: a["name"])
+
     def status(self, pods: Iterable[PodMeta], now: float,
-               reclaim: Callable[[list[PodMeta]], ReclaimPrediction] | None = None) -> dict[str, Any]:
+               reclaim: Callable[[list[PodMeta]], ReclaimPrediction] | None = None,
+               host_apps: Iterable[HostApp] = ()) -> dict[str, Any]:
         """The status; ``reclaim`` predicts Prod reclaimable / peak for the pods that had metrics."""
         start = now - self._policy.aggregate_duration
         node_mem = self._memory_kind("node")
@@ -190,7 +204,7 @@ class NodeMetricBuilder:
             "updateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "nodeMetric": node_metric,
             "podsMetric": pods_metric,
-            "hostApplicationMetric": [],
+            "hostApplicationMetric": self._host_apps(host_apps, start, now),
             "prodReclaimableMetric": {"resource": _predicted(prediction and prediction.reclaimable)},
         }
         if prediction is not None and prediction.peak is not None:
