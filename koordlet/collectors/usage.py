@@ -174,14 +174,19 @@ class CgroupUsage:
             del self._state[rel]
 
 
-class PodCollector:
-    name = "pod"
+class _CgroupCollector:
+    """A collector of cgroups that come and go (pods, host applications): readings expire after 20 intervals."""
+    name = ""
 
     def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float) -> None:
         self._usage = CgroupUsage(cgroups, ttl=20 * max(interval, 1.0))
         self._shared = shared
         self._metrics = metrics
         self._errors = LogOnce(log)
+
+
+class PodCollector(_CgroupCollector):
+    name = "pod"
 
     def collect(self, now: float, mono: float, pods: Iterable[PodMeta]) -> list[Sample]:
         samples: list[Sample] = []
@@ -282,15 +287,9 @@ class BECollector:
         return limit
 
 
-class HostAppCollector:
+class HostAppCollector(_CgroupCollector):
     """CPU and memory of the NodeSLO's host applications (upstream's HostApplicationCollector)."""
     name = "hostapp"
-
-    def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float) -> None:
-        self._usage = CgroupUsage(cgroups, ttl=20 * max(interval, 1.0))
-        self._shared = shared
-        self._metrics = metrics
-        self._errors = LogOnce(log)
 
     def collect(self, now: float, mono: float, apps: Iterable[HostApp]) -> list[Sample]:
         samples: list[Sample] = []
