@@ -277,13 +277,13 @@ class Agent:
         informer = PodsInformer(pod_source(config, cgroups, kubelet, cluster.api if cluster else None),
                                 config.kubelet_sync_interval, config.pod_source)
         informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
-        topology = read_topology(paths)
         slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
         # a one-shot run must not touch the daemon's checkpoints (restore deletes those of unknown pods)
         checkpoints = config.prediction_checkpoint_filepath if persist else ""
         prediction = Prediction(cache, PredictionConfig(checkpoint_dir=checkpoints or None))
+        topology = read_topology(paths)
         collection = UsageCollection(paths, cgroups, metrics, interval=config.collect_res_used_interval,
-                                     outdated=config.collect_sys_metric_outdated_interval)
+                                     outdated=config.collect_sys_metric_outdated_interval, topology=topology)
         return cls(config, paths, cgroups, metrics, cache, informer, collection, topology, prediction, cluster,
                    kubelet, slo_file)
 

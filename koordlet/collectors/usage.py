@@ -344,14 +344,14 @@ class CycleResult:
 
 class UsageCollection:
     """One cycle runs node (and NUMA) → pods → BE → system in order, so the system remainder uses same-cycle
-    inputs. The host's topology is read here, once, for the NUMA collector's CPU → node map."""
+    inputs. ``topology`` (read here when not given) gives the NUMA collector its CPU → node map."""
 
     def __init__(self, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics, *, interval: float,
-                 outdated: float) -> None:
+                 outdated: float, topology: Topology | None = None) -> None:
         self._paths = paths
         self.shared = SharedState()
         self.node = NodeCollector(paths, self.shared, metrics)
-        self.numa = NUMACollector(paths, read_topology(paths), metrics)
+        self.numa = NUMACollector(paths, topology or read_topology(paths), metrics)
         self.pod = PodCollector(cgroups, self.shared, metrics, interval)
         self.be = BECollector(cgroups, metrics)
         self.host_apps = HostAppCollector(cgroups, self.shared, metrics, interval)
