@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 from koordlet import wire
 from koordlet.logutil import LogOnce
@@ -820,6 +820,25 @@ def _rejected(ctx: _Ctx) -> _KeyRejected:
     return _KeyRejected("; ".join(f"{e.path}: {e.problem}" for e in ctx.errors))
 
 
+def _node_entries(raw: Mapping[str, Any], key: str, ctx: _Ctx) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """The per-node entries of a ConfigMap key (``nodeStrategies`` / ``nodeConfigs``): (path, entry, name), with
+    the list, entry, name and nodeSelector shapes checked (problems go to ``ctx``; a non-object entry is skipped)."""
+    entries = raw.get(key)
+    if entries is not None and not isinstance(entries, list):
+        ctx.bad(key, f"expected a list, got {_show(entries)}")
+        return
+    for i, item in enumerate(entries or ()):
+        path = f"{key}[{i}]"
+        if not isinstance(item, Mapping):
+            ctx.bad(path, f"expected an object, got {_show(item)}")
+            continue
+        name = item.get("name")
+        if name is not None and not isinstance(name, str):
+            ctx.bad(f"{path}.name", f"expected a string, got {_show(name)}")
+        _check_selector_types(item.get("nodeSelector"), f"{path}.nodeSelector", ctx)
+        yield path, item, name if isinstance(name, str) else ""
+
+
 def _parse_strategy_key(text: Any, cls: Any, default: Any) -> tuple[_KeyConfig, list[tuple[str, str]]]:
     raw = _load_key(text)
     if raw is None:
@@ -836,22 +855,10 @@ def _parse_strategy_key(text: Any, cls: Any, default: Any) -> tuple[_KeyConfig, 
         if value is not _ABSENT:
             cluster = value
     nodes = []
-    node_list = raw.get("nodeStrategies")
-    if node_list is not None and not isinstance(node_list, list):
-        ctx.bad("nodeStrategies", f"expected a list, got {_show(node_list)}")
-        node_list = None
-    for i, item in enumerate(node_list or ()):
-        path = f"nodeStrategies[{i}]"
-        if not isinstance(item, Mapping):
-            ctx.bad(path, f"expected an object, got {_show(item)}")
-            continue
-        rest = dict(item)
-        name, selector = rest.pop("name", None), rest.pop("nodeSelector", None)
-        if name is not None and not isinstance(name, str):
-            ctx.bad(f"{path}.name", f"expected a string, got {_show(name)}")
-        _check_selector_types(selector, f"{path}.nodeSelector", ctx)
+    for path, item, name in _node_entries(raw, "nodeStrategies", ctx):
+        rest = {k: v for k, v in item.items() if k not in ("name", "nodeSelector")}
         value = _decode_obj(cls, rest, cluster, path, ctx)
-        nodes.append(_NodeStrategy(name or "", selector, cluster if value is _ABSENT else value))
+        nodes.append(_NodeStrategy(name, item.get("nodeSelector"), cluster if value is _ABSENT else value))
     if ctx.errors:
         raise _rejected(ctx)
     return _KeyConfig(cluster, tuple(nodes)), ctx.warnings
@@ -876,23 +883,11 @@ def _parse_host_apps_key(text: Any) -> tuple[_KeyConfig, list[tuple[str, str]]]:
 
     cluster = apps(raw.get("applications"), "applications")
     nodes = []
-    configs = raw.get("nodeConfigs")
-    if configs is not None and not isinstance(configs, list):
-        ctx.bad("nodeConfigs", f"expected a list, got {_show(configs)}")
-        configs = None
-    for i, item in enumerate(configs or ()):
-        path = f"nodeConfigs[{i}]"
-        if not isinstance(item, Mapping):
-            ctx.bad(path, f"expected an object, got {_show(item)}")
-            continue
+    for path, item, name in _node_entries(raw, "nodeConfigs", ctx):
         for k in item:
             if k not in ("name", "nodeSelector", "applications"):
                 ctx.warnings.append((f"{path}.{k}", "unknown field"))
-        name = item.get("name")
-        if name is not None and not isinstance(name, str):
-            ctx.bad(f"{path}.name", f"expected a string, got {_show(name)}")
-        _check_selector_types(item.get("nodeSelector"), f"{path}.nodeSelector", ctx)
-        nodes.append(_NodeStrategy(name or "", item.get("nodeSelector"),
+        nodes.append(_NodeStrategy(name, item.get("nodeSelector"),
                                    apps(item.get("applications"), f"{path}.applications")))
     if ctx.errors:
         raise _rejected(ctx)

@@ -57,6 +57,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from tests.peers.connections import shutdown_all
+
 Handler = Callable[["Request"], tuple[int, dict[str, Any]]]
 Validator = Callable[[dict[str, Any]], list[str]]
 
@@ -1284,11 +1286,7 @@ class _Server(ThreadingHTTPServer):
         """Cut every open connection, keep-alive and watch streams included."""
         with self._connections_lock:
             connections = list(self._connections)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # the client got there first
+        shutdown_all(connections)
 
 
 class _Handler(BaseHTTPRequestHandler):

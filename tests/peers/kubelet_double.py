@@ -21,6 +21,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.peers.connections import shutdown_all
+
 
 def openssl_available() -> bool:
     """Whether the ``openssl`` CLI needed by :func:`make_self_signed_cert` exists."""
@@ -132,11 +134,7 @@ class KubeletDouble:
         """
         with self._lock:
             sockets = list(self._open_sockets)
-        for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the peer
+        shutdown_all(sockets)
 
     def _serve(self, path: str) -> tuple[int, str, bytes]:
         """Decide the (status, content type, body) for an authorised request."""
