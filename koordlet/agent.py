@@ -37,8 +37,10 @@ from koordlet.states.pleg import Pleg
 from koordlet.states.standalone import StandalonePodSource
 
 if TYPE_CHECKING:
+    from koordlet.collectors.gpu import GpuDevices
+    from koordlet.host.rdma import RdmaDevice
     from koordlet.kubeapi import KubeApi
-    from koordlet.reporters.cluster import NodeMetricStatusWriter, NRTWriter
+    from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
     from koordlet.states.kubelet import KubeletClient
     from koordlet.states.watcher import ObjectWatcher
 
@@ -108,12 +110,14 @@ class Cluster:
     node_metric: "ObjectWatcher"
     nrt: "ObjectWatcher"
     node_metric_writer: "NodeMetricStatusWriter"
-    nrt_writer: "NRTWriter"
+    nrt_writer: "ObjectWriter"
+    device: "ObjectWatcher | None" = None          # with the Accelerators gate
+    device_writer: "ObjectWriter | None" = None
 
     @classmethod
     def connect(cls, config: Config) -> "Cluster":
         from koordlet import kubeapi
-        from koordlet.reporters.cluster import NodeMetricStatusWriter, NRTWriter
+        from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
         from koordlet.states.watcher import ObjectWatcher
         try:
             api = kubeapi.KubeApi(config.kubeconfig or None, timeout=max(config.kubelet_sync_timeout, 5.0),
@@ -123,12 +127,15 @@ class Cluster:
         name = config.node_name
         node_metric = ObjectWatcher(api, kubeapi.NODE_METRICS, name)
         topology = ObjectWatcher(api, kubeapi.NODE_RESOURCE_TOPOLOGIES, name)
+        device = ObjectWatcher(api, kubeapi.DEVICES, name) if config.gate("Accelerators") else None
         return cls(api, ObjectWatcher(api, kubeapi.NODES, name), ObjectWatcher(api, kubeapi.NODE_SLOS, name),
-                   node_metric, topology, NodeMetricStatusWriter(api, node_metric, name), NRTWriter(api, topology))
+                   node_metric, topology, NodeMetricStatusWriter(api, node_metric, name),
+                   ObjectWriter(api, topology, kubeapi.NODE_RESOURCE_TOPOLOGIES), device,
+                   ObjectWriter(api, device, kubeapi.DEVICES) if device else None)
 
     @property
     def watchers(self) -> "list[ObjectWatcher]":
-        return [self.node, self.node_slo, self.node_metric, self.nrt]
+        return [self.node, self.node_slo, self.node_metric, self.nrt] + ([self.device] if self.device else [])
 
 
 @dataclass
@@ -145,6 +152,8 @@ class Agent:
     cluster: Cluster | None = None                    # None: standalone (reports go to report-dir only)
     kubelet: "KubeletClient | None" = None            # for /configz (and pods, with pod-source=kubelet)
     slo_file: NodeSLOFile | None = None               # standalone NodeSLO (nodeslo-file)
+    gpus: "GpuDevices | None" = None                  # with the Accelerators gate
+    rdma: "list[RdmaDevice] | None" = None            # with the RDMADevices gate (re-read with the topology)
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
@@ -233,9 +242,10 @@ class Agent:
         """The NodeMetric object this agent would report now (status built from the metric cache)."""
         obj = self.cluster.node_metric.object if self.cluster else None
         now = time.time() if now is None else now
+        gpus = [g for g in self.gpus.gpus if not g.lost] if self.gpus else []
         status = NodeMetricBuilder(self.cache, self.collect_policy()).status(
             self.informer.pods, now, lambda pods: self.prediction.reclaimable(now, self.allocatable(), pods),
-            self.host_apps())
+            self.host_apps(), gpus)
         return node_metric_object(self.config.node_name, (obj or {}).get("spec") or {}, status)
 
     def nrt_status(self) -> nrt.NRTStatus:
@@ -246,11 +256,29 @@ class Agent:
         """The NodeResourceTopology object this agent would report now (as created for this node)."""
         return nrt.apply(nrt.new_object(self.node_info()), self.nrt_status())
 
+    def device_object(self, now: float | None = None) -> dict[str, Any]:
+        """The Device object this agent wants (GPUs with the Accelerators gate, RDMA NICs with both gates)."""
+        from koordlet.reporters import device
+        rdma = self.rdma if self.config.gate("Accelerators") else None   # upstream: RDMA rides the GPU reporter
+        return device.desired(self.node_info(), self.gpus.inventory if self.gpus else None,
+                              self.gpus.health.get if self.gpus else (lambda bus_id: None), rdma or [],
+                              self.config.gpu_partition_policy, time.time() if now is None else now)
+
+    def read_rdma(self) -> "list[RdmaDevice]":
+        """RDMA NICs from sysfs; a malformed device is skipped and logged once."""
+        from koordlet.host.rdma import discover_rdma
+        nics, problems = discover_rdma(self.paths)
+        for problem in problems:
+            self._bad(f"rdma {problem}", "rdma discovery: %s", problem)
+        return nics
+
     def report_objects(self) -> dict[str, dict[str, Any]]:
         """File name -> object, for the standalone sink and ``koordlet report``."""
         objects = {"nodemetric.yaml": self.node_metric()}
         if self.config.node_topology_sync_interval > 0:
             objects["noderesourcetopology.yaml"] = self.nrt_object()
+        if self.config.gate("Accelerators"):
+            objects["device.yaml"] = self.device_object()
         return objects
 
     def write_reports(self) -> None:
@@ -284,14 +312,26 @@ class Agent:
         topology = read_topology(paths)
         collection = UsageCollection(paths, cgroups, metrics, interval=config.collect_res_used_interval,
                                      outdated=config.collect_sys_metric_outdated_interval, topology=topology)
-        return cls(config, paths, cgroups, metrics, cache, informer, collection, topology, prediction, cluster,
-                   kubelet, slo_file)
+        gpus = None
+        if config.gate("Accelerators"):
+            from koordlet.collectors.gpu import GpuDevices
+            gpus = GpuDevices.open(paths, metrics)
+        agent = cls(config, paths, cgroups, metrics, cache, informer, collection, topology, prediction, cluster,
+                    kubelet, slo_file, gpus=gpus)
+        if config.gate("RDMADevices"):
+            agent.rdma = agent.read_rdma()
+        return agent
 
     # --- one cycle (also used by `run --once`) -----------------------------------------------------------
 
     def collect_once(self) -> CycleResult:
         pods = self.informer.pods
         result = self.collection.run(pods, self.host_apps())
+        if self.gpus is not None:
+            try:
+                result.samples.extend(self.gpus.collect(time.time(), pods))
+            except Exception as e:    # the driver must not take CPU/memory collection down with it
+                self._bad("gpu collect", "gpu collection failed error=%s", e)
         self.cache.append(result.samples)
         self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(pods))
         self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
@@ -317,6 +357,9 @@ class Agent:
                                             daemon=True))
         if cfg.collect_res_used_interval > 0:
             threads.append(threading.Thread(target=self._collect_loop, args=(stop,), name="collect",
+                                            daemon=True))
+        if self.gpus is not None and self.gpus.session is not None:
+            threads.append(threading.Thread(target=self.gpus.watch_health, args=(stop,), name="gpu-health",
                                             daemon=True))
         else:
             log.warning("collect-res-used-interval=0: usage collection is disabled")
@@ -344,21 +387,25 @@ class Agent:
                 watcher.stop()
             for t in threads:
                 t.join(timeout=1.5)
+            if self.gpus is not None:
+                self._housekeep(self.gpus.close, "nvml shutdown")
             self._housekeep(self.cache.close, "close")
             log.info("agent stopped node=%s", cfg.node_name)
 
     def _report_loop(self, stop: threading.Event) -> None:
-        """NodeMetric status every report interval, the NRT every node-topology-sync-interval, the standalone
-        files every report interval; plus the slow refreshes (host topology, NodeSLO file).
+        """NodeMetric status every report interval, the NRT and the Device every node-topology-sync-interval,
+        the standalone files every report interval; plus the slow refreshes (host topology, RDMA, NodeSLO file).
 
         A failed report is retried sooner than its period (5 s doubling up to the period) and logged once; the
         recovery is logged too. Reports are rebuilt from the metric cache each time, so nothing collected
         during an API server outage is lost: the first report after it covers the whole window.
         """
+        from koordlet.reporters.cluster import write_device, write_nrt
         cfg = self.config
         start = time.monotonic()
         node_metric = _Schedule(start + self.collect_policy().report_interval)   # upstream waits one period too
         topology = _Schedule(start)
+        devices = _Schedule(start)
         files = _Schedule(start + self.collect_policy().report_interval)
         topology_read = start
         while not stop.wait(REPORT_TICK):
@@ -367,6 +414,8 @@ class Agent:
                 topology_read = now
                 try:
                     self.topology = read_topology(self.paths)
+                    if self.rdma is not None:
+                        self.rdma = self.read_rdma()
                 except Exception as e:      # keep the last topology; a sysfs hiccup must not stop reports
                     self._bad("topology", "host topology re-read failed error=%s", e)
             if self.slo_file is not None:
@@ -384,7 +433,13 @@ class Agent:
             if cluster is not None and cfg.node_topology_sync_interval > 0 and cfg.gate("NodeTopologyReport") \
                     and topology.due(now) and cluster.nrt.synced.is_set() and self._node_known(cluster):
                 self._report(topology, cfg.node_topology_sync_interval, "noderesourcetopology",
-                             lambda: cluster.nrt_writer.write(self.node_info(), self.nrt_status()))
+                             lambda: write_nrt(cluster.nrt_writer, self.node_info(), self.nrt_status()))
+            if cluster is not None and cluster.device is not None and cluster.device_writer is not None \
+                    and cfg.node_topology_sync_interval > 0 and devices.due(now) and cluster.device.synced.is_set() \
+                    and self._node_known(cluster):
+                writer = cluster.device_writer
+                self._report(devices, cfg.node_topology_sync_interval, "device",
+                             lambda: write_device(writer, self.device_object()))
             if cfg.report_dir and files.due(now):
                 self._report(files, interval, "files", lambda: self.write_reports() or "written")
 
@@ -415,7 +470,7 @@ class Agent:
         self.metrics.reports.labels(self.metrics.node, kind, result).inc()
         if self._bad.forget(f"report {kind}"):
             log.info("report recovered kind=%s result=%s", kind, result)
-        elif result in ("created", "updated") and kind == "noderesourcetopology":
+        elif result in ("created", "updated") and kind in ("noderesourcetopology", "device"):
             log.info("report kind=%s result=%s", kind, result)
 
     def _housekeep(self, action: Callable[[], None], what: str) -> None:

@@ -12,13 +12,18 @@ import signal
 import sys
 import threading
 import time
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import yaml
 
 from koordlet import __version__
 from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
 from koordlet.sdnotify import notify
+
+if TYPE_CHECKING:
+    from koordlet.host.paths import HostPaths
+    from koordlet.host.probes import Feature
+    from koordlet.topology import Devices
 
 log = logging.getLogger("koordlet")
 
@@ -36,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     add_flags(report)
     doctor = sub.add_parser("doctor", help="which kernel/cgroup features this host supports, and why not")
     add_flags(doctor)
-    topo = sub.add_parser("topology", help="CPU/NUMA topology of this host (GPU/RDMA with the device issue)")
+    topo = sub.add_parser("topology", help="CPU/NUMA topology, GPUs and RDMA NICs of this host")
     topo.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     add_flags(topo)
     sub.add_parser("version", help="print the version")
@@ -144,12 +149,31 @@ def summary(agent: "object", samples: list) -> str:
     return "\n".join(lines)
 
 
+def device_features(devices: "Devices") -> "list[Feature]":
+    """Doctor lines for NVML GPUs and RDMA NICs: what was found, or why nothing was."""
+    from koordlet.host.probes import Feature
+    inv = devices.gpus
+    if inv.error:
+        gpu = Feature("gpus (nvml)", False, inv.error)
+    else:
+        lost = [g.bus_id for g in inv.gpus if g.lost]
+        gpu = Feature("gpus (nvml)", bool(inv.gpus), f"{len(inv.gpus)} GPU(s), driver {inv.driver_version or '?'}, "
+                      f"CUDA {inv.cuda_version or '?'}" + (f", lost: {','.join(lost)}" if lost else "")
+                      if inv.gpus else "NVML works but lists no GPU")
+    nics = devices.rdma
+    rdma = Feature("rdma nics", bool(nics), f"{len(nics)} PF(s): " + ",".join(
+        "+".join(n.ib_devices) for n in nics) if nics else "no PCI network function with an InfiniBand device "
+                   "in sysfs")
+    return [gpu, rdma]
+
+
 def cmd_doctor(config: Config) -> int:
     from koordlet.host.cgroup import Cgroups
     from koordlet.host.paths import HostPaths
     from koordlet.host.probes import probe
     paths = HostPaths.from_config(config)
     features = probe(paths, Cgroups.detect(paths, config.cgroup_driver))
+    features += device_features(read_devices(paths))
     print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
     print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
                  ("FEATURE", "SUPPORTED", "DETAIL")))
@@ -180,12 +204,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cmd_topology(config, args.output)
 
 
+def read_devices(paths: "HostPaths") -> "Devices":
+    """GPUs (one short NVML session) and RDMA NICs of this host, with the partition table they imply."""
+    from koordlet.host.nvml import GpuInventory, Nvml, NvmlUnavailable
+    from koordlet.host.rdma import discover_rdma
+    from koordlet.reporters.device import partition_inputs
+    from koordlet.reporters.gpu_partitions import derive_partitions
+    from koordlet.topology import Devices
+    try:
+        session = Nvml.open(paths)
+    except NvmlUnavailable as e:
+        inventory = GpuInventory(error=str(e))
+    else:
+        try:
+            inventory = session.inventory()
+        finally:
+            session.close()
+    nics, problems = discover_rdma(paths)
+    return Devices(inventory, nics, problems, derive_partitions(partition_inputs(inventory.gpus),
+                                                                inventory.pcie_levels))
+
+
 def cmd_topology(config: Config, output: str) -> int:
     from koordlet.host.paths import HostPaths
     from koordlet.host.topology import read_topology
     from koordlet.topology import render
-    topo = read_topology(HostPaths.from_config(config))
-    print(render(topo, output))
+    paths = HostPaths.from_config(config)
+    topo = read_topology(paths)
+    print(render(topo, output, read_devices(paths)))
     for problem in topo.problems:
         print(f"koordlet topology: skipped: {problem}", file=sys.stderr)
     return 0

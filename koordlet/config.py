@@ -262,7 +262,10 @@ OPTIONS: tuple[Option, ...] = (
            "ConfigMap) from this YAML file, reloaded on change"),
     Option("prediction-checkpoint-filepath", parse_path, "/prediction-checkpoints",
            "directory of the peak predictor's checkpoint (a restart keeps the model)"),
-    Option("report-dir", parse_path, "", "standalone: write the NodeMetric (and later NRT/Device) objects here "
+    Option("gpu-partition-policy", choice("Prefer", "Honor", "none"), "Prefer",
+           "Device label node.koordinator.sh/gpu-partition-policy with the GPU partition table derived from the "
+           "NVLink/PCIe topology; none: publish neither (upstream's behaviour for NVIDIA GPUs)"),
+    Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
     Option("feature-gates", parse_gates, {}, "A=true,B=false (AllAlpha / AllBeta accepted)"),
@@ -276,11 +279,13 @@ HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sy
               "var-run-root-dir": "/var/run/", "run-root-dir": "/run/"}
 
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
-# needed, metrics stay on loopback, the cache lives in ./var/.
+# needed, metrics stay on loopback, the cache lives in ./var/, devices are reported (report-dir).
 STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "tsdb-path": "./var/metric-data",
                                       "report-dir": "./var/reports",
                                       "prediction-checkpoint-filepath": "./var/prediction-checkpoints",
-                                      "addr": "127.0.0.1:9316"}
+                                      "addr": "127.0.0.1:9316",
+                                      # no cluster to stay compatible with: report the devices this host has
+                                      "feature-gates": {"Accelerators": True, "RDMADevices": True}}
 
 
 @dataclass(frozen=True)
@@ -320,6 +325,7 @@ class Config:
     enable_node_metric_report: bool
     nodeslo_file: str
     prediction_checkpoint_filepath: str
+    gpu_partition_policy: str
     report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)

@@ -45,6 +45,23 @@ class AgentMetrics:
             "koordlet_host_application_resource_usage", "Usage of a NodeSLO host application (cpu in cores, "
             "memory in bytes)", ["node", "host_application_name", "resource", "priority_class", "qos"],
             registry=r)
+        # GPUs (koordlet-py: upstream sends GPU usage only to its metric cache and NodeMetric)
+        gpu = ["node", "minor", "uuid"]
+        self.gpu_core_usage = Gauge("koordlet_gpu_core_usage", "(koordlet-py) Σ SM utilization of the GPU's "
+                                    "processes, percent of one card", gpu, registry=r)
+        self.gpu_utilization = Gauge("koordlet_gpu_utilization", "(koordlet-py) percent of time a kernel ran on "
+                                     "the GPU (NVML utilization.gpu; absent in MIG mode)", gpu, registry=r)
+        self.gpu_memory_used_bytes = Gauge("koordlet_gpu_memory_used_bytes", "(koordlet-py) GPU memory in use "
+                                           "(device-wide)", gpu, registry=r)
+        self.gpu_memory_total_bytes = Gauge("koordlet_gpu_memory_total_bytes", "(koordlet-py) GPU memory size",
+                                            gpu, registry=r)
+        self.gpu_healthy = Gauge("koordlet_gpu_healthy", "(koordlet-py) 1 while the GPU is healthy, 0 after an "
+                                 "XID or when it fell off the bus", gpu, registry=r)
+        pod_gpu = ["node", "pod_uid", "pod_name", "pod_namespace", "minor", "uuid"]
+        self.pod_gpu_core_usage = Gauge("koordlet_pod_gpu_core_usage", "(koordlet-py) SM utilization of the "
+                                        "pod's processes on one GPU, percent of the card", pod_gpu, registry=r)
+        self.pod_gpu_memory_used_bytes = Gauge("koordlet_pod_gpu_memory_used_bytes", "(koordlet-py) GPU memory "
+                                               "held by the pod's processes on one GPU", pod_gpu, registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:

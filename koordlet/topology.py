@@ -8,9 +8,14 @@ annotation builders produce exactly what upstream koordlet writes on the NodeRes
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
 
 from koordlet.host.topology import Topology
+
+if TYPE_CHECKING:
+    from koordlet.host.nvml import GpuInventory
+    from koordlet.host.rdma import RdmaDevice
 
 # Annotation keys on the NodeResourceTopology object (reference §6.2).
 from koordlet.wire import ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY
@@ -163,13 +168,108 @@ def render_table(topo: Topology) -> str:
     return "\n".join(lines)
 
 
-def render(topo: Topology, output: str = "table") -> str:
-    """``output`` is one of OUTPUTS; ValueError otherwise."""
+@dataclass(frozen=True)
+class Devices:
+    """The node's GPUs and RDMA NICs as ``koordlet topology`` shows them."""
+
+    gpus: "GpuInventory"
+    rdma: "Sequence[RdmaDevice]" = ()
+    rdma_problems: Sequence[str] = ()
+    partitions: dict = field(default_factory=dict)      # the derived gpu-partitions table
+
+
+def _nvlink_summary(gpu: Any, minors: dict[str, int]) -> str:
+    """"18 to NVSwitch" / "2 to GPU1, 2 to GPU3" / "-"."""
+    counts: dict[str, int] = {}
+    for link in gpu.nvlinks:
+        if link.remote_type == "switch":
+            key = "NVSwitch"
+        elif link.remote_bus_id in minors:
+            key = f"GPU{minors[link.remote_bus_id]}"
+        else:
+            key = link.remote_bus_id or "?"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} to {k}" for k, n in sorted(counts.items())) or "-"
+
+
+def devices_to_dict(devices: Devices) -> dict:
+    inv = devices.gpus
+    minors = {g.bus_id: g.minor for g in inv.gpus}
+    return {
+        "gpus": {"driverVersion": inv.driver_version, "cudaVersion": inv.cuda_version, "model": inv.model,
+                 "unavailable": inv.error, "problems": list(inv.problems),
+                 "devices": [{"minor": g.minor, "uuid": g.uuid, "name": g.name, "busID": g.bus_id,
+                              "numaNode": g.numa_node, "pcieRoot": g.pcie_root, "memoryBytes": g.memory_total,
+                              "migEnabled": g.mig_enabled, "lost": g.lost, "nvlinks": _nvlink_summary(g, minors)}
+                             for g in inv.gpus],
+                 "pcieLevels": [{"a": minors.get(a), "b": minors.get(b), "level": level}
+                                for (a, b), level in sorted(((tuple(sorted(k)), v) for k, v in
+                                                             inv.pcie_levels.items()), key=lambda kv: kv[0])],
+                 "partitions": devices.partitions},
+        "rdma": [{"minor": n.minor, "busID": n.bus_id, "ibDevices": list(n.ib_devices), "numaNode":
+                  n.placement.numa_node, "pcieRoot": n.placement.root, "health": n.health, "vendor": n.vendor,
+                  "device": n.device, "vfs": list(n.vfs)} for n in devices.rdma],
+        "rdmaProblems": list(devices.rdma_problems),
+    }
+
+
+_LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}   # nvidia-smi topo -m names
+
+
+def render_devices(devices: Devices) -> str:
+    inv = devices.gpus
+    lines = []
+    if inv.error:
+        lines.append(f"GPUs: none ({inv.error})")
+    elif not inv.gpus:
+        lines.append("GPUs: none")
+    else:
+        lines.append(f"GPUs: {len(inv.gpus)}  driver {inv.driver_version or '-'}  CUDA {inv.cuda_version or '-'}  "
+                     f"model {inv.model or 'mixed'}")
+        minors = {g.bus_id: g.minor for g in inv.gpus}
+        lines.append(_table([(g.minor, g.bus_id, g.numa_node, g.pcie_root, g.name or "?",
+                              f"{g.memory_total / 2**20:.0f}" if g.memory_total else "?",
+                              {None: "-", True: "on", False: "off"}[g.mig_enabled],
+                              _nvlink_summary(g, minors), "LOST" if g.lost else "")
+                             for g in inv.gpus],
+                            ("GPU", "BUS-ID", "NUMA", "PCIE-ROOT", "NAME", "MEMORY(MiB)", "MIG", "NVLINK", "NOTE")))
+        live = [g for g in inv.gpus if not g.lost]
+        if len(live) > 1:       # the PCIe part of `nvidia-smi topo -m`
+            rows = [[f"GPU{a.minor}"] + [("X" if a is b else _LEVELS.get(
+                inv.pcie_levels.get(frozenset((a.bus_id, b.bus_id)), -1), "?")) for b in live] for a in live]
+            lines += ["", "PCIe paths (nvidia-smi topo -m):",
+                      _table(rows, [""] + [f"GPU{g.minor}" for g in live])]
+        if devices.partitions:
+            lines += ["", "GPU partitions (size: minors/link/ring bandwidth/score):"]
+            for size, parts in devices.partitions.items():
+                lines.append(f"  {size}: " + "  ".join(
+                    f"{','.join(map(str, p['minors']))}/{p['gpuLinkType']}/{p.get('ringBusBandwidth', '-')}/"
+                    f"{p['allocationScore']}" for p in parts))
+    lines += [f"  skipped: {p}" for p in inv.problems]
+    lines.append("")
+    if devices.rdma:
+        lines.append(f"RDMA NICs: {len(devices.rdma)}")
+        lines.append(_table([(n.minor, n.bus_id, ",".join(n.ib_devices), n.placement.numa_node,
+                              n.placement.root, len(n.vfs) if n.vf_enabled else 0, "yes" if n.health else "no")
+                             for n in devices.rdma],
+                            ("RDMA", "BUS-ID", "IB-DEVICES", "NUMA", "PCIE-ROOT", "VFS", "ACTIVE")))
+    else:
+        lines.append("RDMA NICs: none")
+    lines += [f"  skipped: {p}" for p in devices.rdma_problems]
+    return "\n".join(lines)
+
+
+def render(topo: Topology, output: str = "table", devices: Devices | None = None) -> str:
+    """``output`` is one of OUTPUTS; ValueError otherwise. ``devices`` adds the GPU/RDMA view."""
     if output == "table":
-        return render_table(topo)
+        text = render_table(topo)
+        return text + "\n\n" + render_devices(devices) if devices is not None else text
+    data = to_dict(topo)
+    if devices is not None:
+        data["devices"] = devices_to_dict(devices)
     if output == "json":
-        return json.dumps(to_dict(topo), indent=2)
+        return json.dumps(data, indent=2)
     if output == "yaml":
         import yaml  # lazily: only this output needs it
-        return yaml.safe_dump(to_dict(topo), sort_keys=False, default_flow_style=False)
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
     raise ValueError(f"unknown output {output!r}: expected one of {', '.join(OUTPUTS)}")

@@ -66,3 +66,21 @@ LABEL_MANAGED_BY, MANAGED_BY_KOORDINATOR = "app.kubernetes.io/managed-by", "Koor
 ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 # Node annotation: the allocatable base for prod reclaimable prediction (reference §4.5).
 ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+
+# Device CR (scheduling.koordinator.sh/v1alpha1 Device, reference/metrics-and-reports.md §5, scheduler.md §1-2).
+DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA = "gpu", "rdma", "fpga"
+RESOURCE_GPU_CORE = "koordinator.sh/gpu-core"                 # percent of one card's compute (card = 100)
+RESOURCE_GPU_MEMORY = "koordinator.sh/gpu-memory"             # bytes
+RESOURCE_GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio" # percent of one card's memory (card = 100)
+RESOURCE_RDMA = "koordinator.sh/rdma"                         # percent of one PF (PF = 100)
+LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
+LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
+LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
+LABEL_GPU_PARTITION_POLICY = "node.koordinator.sh/gpu-partition-policy"
+PARTITION_POLICY_HONOR, PARTITION_POLICY_PREFER = "Honor", "Prefer"
+GPU_VENDOR_NVIDIA = "nvidia"
+ANNOTATION_GPU_PARTITIONS = "scheduling.koordinator.sh/gpu-partitions"
+GPU_LINK_NVLINK, GPU_LINK_PCIE = "NVLink", "PCIe"            # gpuLinkType ("PCIe" is ours: upstream names only NVLink)
+CONDITION_HEALTHY = "Healthy"
+# Pod annotation written by koord-scheduler at PreBind: {"gpu": [{"minor", "resources", "id"}], "rdma": [...]}.
+ANNOTATION_DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"

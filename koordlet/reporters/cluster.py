@@ -1,4 +1,4 @@
-"""Writing reports to the API server: NodeMetric status and the NodeResourceTopology object.
+"""Writing reports to the API server: NodeMetric status, the NodeResourceTopology and Device objects.
 
 Both writers take the object they change from a watcher (the informer's copy, as upstream reads its lister) and
 follow the API's optimistic concurrency: every write carries the resourceVersion it was based on; a 409 Conflict
@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import Any, Callable
 
-from koordlet.kubeapi import NODE_METRICS, NODE_RESOURCE_TOPOLOGIES, ApiError, KubeApi, RateLimiter
-from koordlet.reporters import nrt
+from koordlet.kubeapi import NODE_METRICS, ApiError, KubeApi, RateLimiter, Resource
+from koordlet.reporters import device, nrt
 from koordlet.states.watcher import ObjectWatcher
 
 log = logging.getLogger("koordlet.reporters.cluster")
@@ -84,33 +84,35 @@ class NodeMetricStatusWriter:
             raise
 
 
-class NRTWriter:
-    """Create or update this node's NodeResourceTopology when our part of it differs from what is stored."""
+class ObjectWriter:
+    """Create or update one named cluster-scoped object (NodeResourceTopology, Device) that this agent co-owns.
 
-    def __init__(self, api: KubeApi, watcher: ObjectWatcher) -> None:
+    ``write`` takes two functions: ``create()`` builds the object when there is none, ``update(live)`` returns
+    the live object with our part applied, or None when our part is already there (no request is sent).
+    """
+
+    def __init__(self, api: KubeApi, watcher: ObjectWatcher, resource: Resource) -> None:
         self._api = api
         self._watcher = watcher
+        self._resource = resource
         self._written: dict[str, Any] | None = None   # our last write, until the watcher has caught up with it
         self._written_from: str | None = None          # resourceVersion that write replaced
 
-    def write(self, node: nrt.NodeInfo, status: nrt.NRTStatus) -> str:
-        """Returns "created", "updated" or "unchanged" (with the reason of an update logged at debug)."""
-        what = f"noderesourcetopologies/{node.name}"
-
+    def write(self, name: str, create: Callable[[], dict[str, Any]],
+              update: Callable[[dict[str, Any]], dict[str, Any] | None]) -> str:
+        """Returns "created", "updated" or "unchanged"."""
         def attempt(obj: dict[str, Any] | None) -> str:
             if obj is None:
-                self._remember(None, self._api.create(NODE_RESOURCE_TOPOLOGIES, nrt.apply(nrt.new_object(node),
-                                                                                          status)))
+                self._remember(None, self._api.create(self._resource, create()))
                 return "created"
-            reason = nrt.difference(obj, status)
-            if not reason:
+            changed = update(obj)
+            if changed is None:
                 return "unchanged"
-            log.debug("NRT update node=%s reason=%s", node.name, reason)
-            result = self._api.replace(NODE_RESOURCE_TOPOLOGIES.item(node.name), nrt.apply(obj, status))
-            self._remember(obj, result)
+            self._remember(obj, self._api.replace(self._resource.item(name), changed))
             return "updated"
 
-        return _retry_on_conflict(attempt, self._current(), lambda: self._fetch(node.name), what)
+        return _retry_on_conflict(attempt, self._current(), lambda: self._fetch(name),
+                                  f"{self._resource.plural}/{name}")
 
     def _current(self) -> dict[str, Any] | None:
         seen = self._watcher.object
@@ -127,8 +129,33 @@ class NRTWriter:
 
     def _fetch(self, name: str) -> dict[str, Any] | None:
         try:
-            return self._api.get(NODE_RESOURCE_TOPOLOGIES.item(name))
+            return self._api.get(self._resource.item(name))
         except ApiError as e:
             if e.not_found:
                 return None
             raise
+
+
+def write_nrt(writer: ObjectWriter, node: nrt.NodeInfo, status: nrt.NRTStatus) -> str:
+    """Our NodeResourceTopology part: created owned by the Node, updated only where it differs."""
+    def update(obj: dict[str, Any]) -> dict[str, Any] | None:
+        reason = nrt.difference(obj, status)
+        if not reason:
+            return None
+        log.debug("NRT update node=%s reason=%s", node.name, reason)
+        return nrt.apply(obj, status)
+
+    return writer.write(node.name, lambda: nrt.apply(nrt.new_object(node), status), update)
+
+
+def write_device(writer: ObjectWriter, want: dict[str, Any]) -> str:
+    """The Device object: devices, labels and annotations replaced wholesale, the scheduler's status kept."""
+    name = want["metadata"]["name"]
+
+    def update(obj: dict[str, Any]) -> dict[str, Any] | None:
+        merged, reason = device.merge(obj, want)
+        if merged is not None:
+            log.info("Device update node=%s changed=%s", name, reason)
+        return merged
+
+    return writer.write(name, lambda: want, update)

@@ -24,16 +24,24 @@ when it has samples in the window.
 pods that had metrics, as upstream; when it cannot answer, ``prodReclaimableMetric`` is ``{"resource": {}}`` and
 ``prodPeakMetric`` is omitted, exactly what upstream sends. ``hostApplicationMetric``: per NodeSLO host
 application with samples, AVG cpu and memory (``…_with_page_cache`` under ``usageWithPageCache``), its priority
-and QoS copied from the NodeSLO, sorted by name. Not yet here: GPU devices (device issue).
+and QoS copied from the NodeSLO, sorted by name.
+
+GPUs (``devices`` in ``nodeUsage`` and each pod's ``podUsage``): per GPU with samples in the window, AVG of
+``node_gpu_core_usage`` / ``node_gpu_memory_usage`` (pods: ``pod_gpu_*`` with the pod's uid) as
+``{type: gpu, id, minor, health: false, resources: {gpu-core: <int %>, gpu-memory: <bytes>, gpu-memory-ratio:
+<int 100 × used / total>}}``; ``health`` is false because upstream never sets it here (a usage record, not a
+device state).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from koordlet import wire
 from koordlet.config import parse_duration
+from koordlet.host.nvml import Gpu
 from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
 from koordlet.prediction.reclaimable import ReclaimPrediction
 from koordlet.prediction.server import Resources
@@ -171,9 +179,27 @@ class NodeMetricBuilder:
                 out.append({"name": app.name, "usage": usage, "priority": app.priority, "qos": app.qos})
         return sorted(out, key=lambda a: a["name"])
 
+    def _gpu_devices(self, kind: str, extra: Mapping[str, str], gpus: Sequence[Gpu], start: float,
+                     end: float) -> list[dict[str, Any]]:
+        """Average use of each GPU that has samples in the window (``kind``: "node" or "pod")."""
+        out = []
+        for gpu in gpus:
+            props = {**extra, "gpu_minor": str(gpu.minor), "gpu_device_uuid": gpu.uuid}
+            try:
+                core = self._cache.query(f"{kind}_gpu_core_usage", props, start, end).value("avg")
+                memory = self._cache.query(f"{kind}_gpu_memory_usage", props, start, end).value("avg")
+            except EmptyError:
+                continue
+            ratio = int(100 * memory / gpu.memory_total) if gpu.memory_total else 0
+            out.append({"type": wire.DEVICE_GPU, "id": gpu.uuid, "minor": gpu.minor, "health": False,
+                        "resources": {wire.RESOURCE_GPU_CORE: str(int(core)),
+                                      wire.RESOURCE_GPU_MEMORY: format_bytes(int(memory)),
+                                      wire.RESOURCE_GPU_MEMORY_RATIO: str(ratio)}})
+        return out
+
     def status(self, pods: Iterable[PodMeta], now: float,
                reclaim: Callable[[list[PodMeta]], ReclaimPrediction] | None = None,
-               host_apps: Iterable[HostApp] = ()) -> dict[str, Any]:
+               host_apps: Iterable[HostApp] = (), gpus: Sequence[Gpu] = ()) -> dict[str, Any]:
         """The status; ``reclaim`` predicts Prod reclaimable / peak for the pods that had metrics."""
         start = now - self._policy.aggregate_duration
         node_mem = self._memory_kind("node")
@@ -186,6 +212,9 @@ class NodeMetricBuilder:
             if not usage:
                 continue                      # no samples in the window: dropped, as upstream
             measured.append(meta)
+            devices = self._gpu_devices("pod", {"pod_uid": meta.pod.uid}, gpus, start, now)
+            if devices:
+                usage["devices"] = devices
             pods_metric.append({"namespace": meta.pod.namespace, "name": meta.pod.name, "podUsage": usage,
                                 "priority": meta.pod.priority_class, "qos": meta.pod.qos_class})
         pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
@@ -196,6 +225,9 @@ class NodeMetricBuilder:
                                               "avg"),
             "aggregatedSystemUsages": self._aggregated("sys_cpu_usage", "sys_memory_usage", now),
         }
+        devices = self._gpu_devices("node", {}, gpus, start, now)
+        if devices and node_metric["nodeUsage"]:
+            node_metric["nodeUsage"]["devices"] = devices
         numa_usages = self._numa_usages(start, now)
         if numa_usages:
             node_metric["numaUsages"] = numa_usages

@@ -17,7 +17,7 @@ from koordlet.config import build
 from koordlet.host.cgroup import CgroupVersion, Driver
 from koordlet.kubeapi import ApiError, KubeApi
 from koordlet.reporters import nrt
-from koordlet.reporters.cluster import NodeMetricStatusWriter, NRTWriter
+from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter, write_nrt
 from koordlet.states.watcher import ObjectWatcher
 from tests.fakehost import FakeHost
 from tests.peers.apiserver_double import ApiServerDouble
@@ -219,11 +219,11 @@ def topo_status(node: nrt.NodeInfo) -> nrt.NRTStatus:
 def test_nrt_created_then_updated_only_on_change_and_others_fields_kept(double, api, running):
     watcher = running.watch(api, kubeapi.NODE_RESOURCE_TOPOLOGIES)
     node = nrt.NodeInfo.from_object(double.objects[(NODES, NODE)])
-    writer = NRTWriter(api, watcher)
-    assert writer.write(node, topo_status(node)) == "created"
+    writer = ObjectWriter(api, watcher, kubeapi.NODE_RESOURCE_TOPOLOGIES)
+    assert write_nrt(writer, node, topo_status(node)) == "created"
     stored = double.objects[(NRTS, NODE)]
     assert stored["metadata"]["ownerReferences"][0]["uid"] == node.uid and node.uid
-    assert writer.write(node, topo_status(node)) == "unchanged"     # even before the watch delivered it
+    assert write_nrt(writer, node, topo_status(node)) == "unchanged"     # even before the watch delivered it
     assert wait_for(lambda: watcher.object is not None, timeout=5)
     # another component adds a resource to a zone and an annotation
     other = copy.deepcopy(double.objects[(NRTS, NODE)])
@@ -232,9 +232,9 @@ def test_nrt_created_then_updated_only_on_change_and_others_fields_kept(double, 
                                            "available": "1"})
     double.put(NRTS, other)
     assert wait_for(lambda: "scheduler.example/x" in watcher.object["metadata"]["annotations"], timeout=5)
-    assert writer.write(node, topo_status(node)) == "unchanged"
+    assert write_nrt(writer, node, topo_status(node)) == "unchanged"
     labelled = nrt.NodeInfo.from_object(node_object({"node.koordinator.sh/enable-numa-reservation": "true"}))
-    assert writer.write(labelled, topo_status(labelled)) == "updated"
+    assert write_nrt(writer, labelled, topo_status(labelled)) == "updated"
     stored = double.objects[(NRTS, NODE)]
     assert stored["metadata"]["annotations"]["scheduler.example/x"] == "1"
     assert "example.com/foo" in [r["name"] for r in stored["zones"][0]["resources"]]
@@ -247,7 +247,7 @@ def test_nrt_create_race_turns_into_an_update(double, api):
     watcher._list()                                          # sees nothing
     node = nrt.NodeInfo(NODE)
     double.put(NRTS, nrt.new_object(node))                   # a previous agent instance created it meanwhile
-    assert NRTWriter(api, watcher).write(node, topo_status(node)) == "updated"
+    assert write_nrt(ObjectWriter(api, watcher, kubeapi.NODE_RESOURCE_TOPOLOGIES), node, topo_status(node)) == "updated"
     assert double.objects[(NRTS, NODE)]["topologyPolicies"] == ["None"]
     assert len(double.objects[(NRTS, NODE)]["zones"]) == 2
 

@@ -1,6 +1,7 @@
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -12,6 +13,7 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
 from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.peers import fakenvml
 from tests.peers.crdschema import CrdSchemas
 from tests.peers.kubelet_double import KubeletDouble
 
@@ -104,7 +106,8 @@ def test_topology_command_on_this_host(capsys):
     assert data["summary"]["numaNodes"] >= 1
 
 
-def test_report_once_prints_node_metric(tmp_path, capsys):
+def test_report_once_prints_node_metric(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fakenvml.absent())      # no GPU here, whatever the test machine has
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V2, Driver.SYSTEMD)
     host.add_pod(KubeQOS.BESTEFFORT, "u-1", CgroupValues(anon=32 << 20), {A: CgroupValues()})
     pods = tmp_path / "pods.yaml"
@@ -115,18 +118,21 @@ def test_report_once_prints_node_metric(tmp_path, capsys):
     assert rc == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["kind"] == "List"
-    obj, topology = listed["items"]
+    obj, topology, device = listed["items"]     # standalone reports devices (Accelerators on in its profile)
     assert obj["apiVersion"] == "slo.koordinator.sh/v1alpha1" and obj["kind"] == "NodeMetric"
     assert topology["apiVersion"] == "topology.node.k8s.io/v1alpha1" and topology["kind"] == "NodeResourceTopology"
+    assert device["apiVersion"] == "scheduling.koordinator.sh/v1alpha1" and device["kind"] == "Device"
+    assert device["spec"] == {} and "labels" not in device["metadata"]      # no GPU, no RDMA: an empty list
     schemas = CrdSchemas.load(REPO_ROOT / "deploy" / "crds")
-    assert schemas.validate(obj) == [] and schemas.validate(topology) == []
+    assert schemas.validate(obj) == [] and schemas.validate(topology) == [] and schemas.validate(device) == []
     (pod,) = obj["status"]["podsMetric"]
     assert (pod["namespace"], pod["name"], pod["qos"], pod["priority"]) == ("jobs", "batch", "BE", "koord-batch")
     assert pod["podUsage"]["resources"] == {"cpu": "0", "memory": "32Mi"}   # fake counters do not move
 
 
-def test_standalone_sink_writes_atomically(tmp_path):
+def test_standalone_sink_writes_atomically(tmp_path, monkeypatch):
     from koordlet.agent import Agent
+    monkeypatch.setitem(sys.modules, "pynvml", fakenvml.absent())
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
     cfg = build(environ={}, flags={"standalone": True, "report-dir": str(tmp_path / "reports"),
                                    "cgroup-root-dir": host.paths.cgroup_root, "proc-root-dir": host.paths.proc_root},
@@ -143,5 +149,5 @@ def test_standalone_sink_writes_atomically(tmp_path):
     assert written["metadata"] == {"name": "n9"}
     assert written["status"]["nodeMetric"]["nodeUsage"]["resources"]["memory"] == "4Gi"  # fake meminfo: 16-12 GiB
     # no temp files left
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["nodemetric.yaml",
-                                                                        "noderesourcetopology.yaml"]
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
+        "device.yaml", "nodemetric.yaml", "noderesourcetopology.yaml"]
