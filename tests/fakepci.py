@@ -91,4 +91,7 @@ def _write(path: str, text: str) -> None:
 def _link(link: str, target: str) -> None:
     """A relative symlink ``link`` -> ``target``, as sysfs has them."""
     os.makedirs(os.path.dirname(link), exist_ok=True)
-    os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
+    rel = os.path.relpath(target, os.path.dirname(link))
+    if os.path.islink(link) and os.readlink(link) == rel:
+        return                    # a bridge shared by two devices added one after the other
+    os.symlink(rel, link)

@@ -5,6 +5,7 @@ validates every custom resource against the CRD schemas shipped in deploy/crds."
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -297,6 +298,76 @@ def test_agent_reports_nrt_follows_nodeslo_and_nodemetric_spec_and_survives_an_o
             double.objects[(NRTS, NODE)]), timeout=10)
         assert failed() == 2
         assert SCHEMAS.validate(double.objects[(NRTS, NODE)]) == []
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+# --- Device --------------------------------------------------------------------------------------------------------
+
+DEVICES = "/apis/scheduling.koordinator.sh/v1alpha1/devices"
+
+
+def test_agent_reports_devices_keeps_scheduler_allocations_and_follows_gpu_health(double, tmp_path, monkeypatch):
+    """H100 board (fake NVML) + two RDMA PFs (fake sysfs): the Device is created, validated against the CRD,
+    survives the scheduler's status write, turns a GPU unhealthy on XID 79 without losing the allocations, and
+    is not rewritten every cycle while nothing changes."""
+    import sys
+    from tests.fakepci import FakePci
+    from tests.peers import fakenvml
+    double.resource("scheduling.koordinator.sh", "v1alpha1", "devices", "Device", namespaced=False)
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
+    lib = fakenvml.h100_sxm8(host.paths)
+    monkeypatch.setitem(sys.modules, "pynvml", lib)
+    pci = FakePci(host.paths.sys_root)
+    for pf, vfs, node, root in (("0000:1a:00.0", ("0000:1a:00.2", "0000:1a:00.3"), 0, "pci0000:17"),
+                                ("0000:9c:00.0", ("0000:9c:00.2",), 1, "pci0000:97")):
+        pci.add(pf, root=root, bridges=(f"{root[3:]}:01.0",), numa_node=node, pci_class="0x020700",
+                vendor="0x15b3", device="0x101b")
+        pci.add_ib(pf, f"mlx5_{0 if node == 0 else 1}")
+        pci.add_vfs(pf, vfs)
+    cfg = build(environ={"NODE_NAME": NODE}, flags={
+        "kubeconfig": double.write_kubeconfig(tmp_path / "kubeconfig"), "pod-source": "apiserver",
+        "cgroup-root-dir": host.paths.cgroup_root, "proc-root-dir": host.paths.proc_root,
+        "sys-root-dir": host.paths.sys_root, "sys-fs-root-dir": host.paths.sys_fs_root,
+        "tsdb-path": str(tmp_path / "tsdb"), "addr": ("127.0.0.1", 0), "node-topology-sync-interval": 0.2,
+        "collect-res-used-interval": 0.2, "feature-gates": {"Accelerators": True, "RDMADevices": True}})
+    agent = Agent.build(cfg)
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    stored = lambda: double.objects.get((DEVICES, NODE))  # noqa: E731
+    try:
+        assert wait_for(lambda: stored() is not None, timeout=10)
+        device = stored()
+        assert SCHEMAS.validate(device) == []
+        assert device["metadata"]["ownerReferences"][0]["kind"] == "Node"
+        kinds = [(d["type"], d["minor"]) for d in device["spec"]["devices"]]
+        assert kinds == [("gpu", m) for m in range(8)] + [("rdma", 0), ("rdma", 1)]
+        assert device["metadata"]["labels"]["node.koordinator.sh/gpu-model"] == "H100-80GB-HBM3"
+        table = json.loads(device["metadata"]["annotations"]["scheduling.koordinator.sh/gpu-partitions"])
+        assert [p["minors"] for p in table["4"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        rdma1 = device["spec"]["devices"][9]
+        assert rdma1["topology"] == {"socketID": -1, "nodeID": 1, "pcieID": "pci0000:97", "busID": "0000:9c:00.0"}
+        assert rdma1["vfGroups"] == [{"vfs": [{"minor": -1, "busID": "0000:9c:00.2"}]}]
+        # the scheduler records an allocation (no status subresource: an ordinary update)
+        allocated = copy.deepcopy(stored())
+        allocated["status"] = {"allocations": [{"type": "gpu", "entries": [
+            {"name": "train", "namespace": "ml", "uuid": "u-1", "minors": [0, 1]}]}]}
+        double.put(DEVICES, allocated)
+        writes = lambda: sum(1 for r in double.requests if r.method == "PUT" and r.path.startswith(DEVICES))  # noqa
+        before = writes()
+        assert not wait_for(lambda: writes() > before, timeout=1.5)      # ~7 report cycles: nothing changed
+        lib.xid("0000:2a:00.0", 79)                                      # minor 1 falls over
+        gpu1 = lambda: stored()["spec"]["devices"][1]  # noqa: E731
+        assert wait_for(lambda: gpu1()["health"] is False, timeout=10)
+        assert gpu1()["conditions"][0]["type"] == "Healthy" and gpu1()["conditions"][0]["reason"] == "Xid79"
+        assert all(d["health"] for i, d in enumerate(stored()["spec"]["devices"]) if i != 1)
+        assert stored()["status"] == allocated["status"]                  # the scheduler's allocations survive
+        assert SCHEMAS.validate(stored()) == []
+        settled = writes()
+        assert not wait_for(lambda: writes() > settled, timeout=1.5)      # an unhealthy GPU is no update loop
     finally:
         stop.set()
         thread.join(5)
