@@ -26,6 +26,7 @@ bench: venv
 	$(BIN)/python bench/collect_cycle.py
 	$(BIN)/python bench/topology_scan.py
 	$(BIN)/python bench/nodemetric_build.py
+	$(BIN)/python bench/gpu_collect.py
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

@@ -124,10 +124,10 @@ class GpuDevices:
                         Sample("node_gpu_memory_usage", labels(**gpu_labels), now, usage.process_memory),
                         Sample("node_gpu_memory_total", labels(**gpu_labels), now, usage.memory_total)]
             per_pod, per_container = self._attribute(usage, owners, pods)
-            for (meta, cid), (sm, mem) in per_container.items():
+            for cid, (sm, mem) in per_container.items():
                 samples += [Sample("container_gpu_core_usage", labels(container_id=cid, **gpu_labels), now, sm),
                             Sample("container_gpu_memory_usage", labels(container_id=cid, **gpu_labels), now, mem)]
-            for meta, (sm, mem) in per_pod.items():
+            for meta, sm, mem in per_pod.values():
                 samples += [Sample("pod_gpu_core_usage", labels(pod_uid=meta.pod.uid, **gpu_labels), now, sm),
                             Sample("pod_gpu_memory_usage", labels(pod_uid=meta.pod.uid, **gpu_labels), now, mem)]
                 key = (meta.pod.uid, meta.pod.name, meta.pod.namespace, str(usage.minor), usage.uuid)
@@ -188,29 +188,30 @@ class GpuDevices:
         return None
 
     def _attribute(self, usage: GpuUsage, owners: dict[int, _Owner], pods: Sequence[PodMeta]
-                   ) -> tuple[dict[PodMeta, tuple[float, float]], dict[tuple[PodMeta, str], tuple[float, float]]]:
-        per_pod: dict[PodMeta, tuple[float, float]] = {}
-        per_container: dict[tuple[PodMeta, str], tuple[float, float]] = {}
+                   ) -> tuple[dict[str, tuple[PodMeta, float, float]], dict[str, tuple[float, float]]]:
+        """(pod uid -> (pod, SM %, bytes), container id -> (SM %, bytes)) of one GPU."""
+        per_pod: dict[str, tuple[PodMeta, float, float]] = {}
+        per_container: dict[str, tuple[float, float]] = {}
         if usage.processes_known:
             for proc in usage.processes:
                 owner = owners.get(proc.pid)
                 if owner is None:
                     continue
-                sm, mem = per_container.get((owner.meta, owner.container_id), (0.0, 0.0))
-                per_container[(owner.meta, owner.container_id)] = (sm + proc.sm_util, mem + proc.memory_used)
-                sm, mem = per_pod.get(owner.meta, (0.0, 0.0))
-                per_pod[owner.meta] = (sm + proc.sm_util, mem + proc.memory_used)
+                sm, mem = per_container.get(owner.container_id, (0.0, 0.0))
+                per_container[owner.container_id] = (sm + proc.sm_util, mem + proc.memory_used)
+                _, sm, mem = per_pod.get(owner.meta.pod.uid, (owner.meta, 0.0, 0.0))
+                per_pod[owner.meta.pod.uid] = (owner.meta, sm + proc.sm_util, mem + proc.memory_used)
             return per_pod, per_container
         shares = self._allocated_shares(usage.minor, pods)
-        total = sum(shares.values())
-        for meta, share in shares.items():
+        total = sum(share for _, share in shares.values())
+        for uid, (meta, share) in shares.items():
             part = share / total
-            per_pod[meta] = ((usage.utilization or 0) * part, usage.memory_used * part)
+            per_pod[uid] = (meta, (usage.utilization or 0) * part, usage.memory_used * part)
         return per_pod, per_container
 
-    def _allocated_shares(self, minor: int, pods: Sequence[PodMeta]) -> dict[PodMeta, float]:
+    def _allocated_shares(self, minor: int, pods: Sequence[PodMeta]) -> dict[str, tuple[PodMeta, float]]:
         """Pods holding GPU ``minor`` per their device-allocated annotation, weighted by gpu-memory-ratio."""
-        shares: dict[PodMeta, float] = {}
+        shares: dict[str, tuple[PodMeta, float]] = {}
         for meta in pods:
             raw = meta.pod.annotations.get(wire.ANNOTATION_DEVICE_ALLOCATED)
             if not raw or meta.pod.terminating:
@@ -222,5 +223,5 @@ class GpuDevices:
                 continue
             for a in allocations:
                 if a.minor == minor:
-                    shares[meta] = float(a.resources.get(wire.RESOURCE_GPU_MEMORY_RATIO, 100)) or 100.0
+                    shares[meta.pod.uid] = (meta, float(a.resources.get(wire.RESOURCE_GPU_MEMORY_RATIO, 100)) or 100.0)
         return shares
