@@ -112,16 +112,23 @@ class GpuDevices:
             return []
         self.refresh()
         usages, failed = self.session.usage(self.gpus)
-        for bus_id, error in failed.items():
-            self.health.mark(bus_id, GPU_LOST, f"NVML error: {error}")
+        for bus_id, (lost, error) in failed.items():
+            if lost:
+                self.health.mark(bus_id, GPU_LOST, f"NVML error: {error}")
+            else:              # a passing error: this cycle has no sample for the GPU, its health is unchanged
+                self._bad(f"usage {bus_id}", "gpu usage unreadable bus_id=%s error=%s", bus_id, error)
         by_minor = {g.minor: g for g in self.gpus}
         owners = self._owners([p.pid for u in usages for p in u.processes], pods)
         samples: list[Sample] = []
         gauges: set[tuple[str, ...]] = set()
         for usage in usages:
             gpu_labels = {"gpu_minor": str(usage.minor), "gpu_device_uuid": usage.uuid}
-            samples += [Sample("node_gpu_core_usage", labels(**gpu_labels), now, usage.sm_util),
-                        Sample("node_gpu_memory_usage", labels(**gpu_labels), now, usage.process_memory),
+            # Without a per-process split (MIG) the device-wide values stand in, so that the pods' shares
+            # attributed below never add up to more than the node's.
+            node_sm = usage.sm_util if usage.processes_known else (usage.utilization or 0)
+            node_mem = usage.process_memory if usage.processes_known else usage.memory_used
+            samples += [Sample("node_gpu_core_usage", labels(**gpu_labels), now, node_sm),
+                        Sample("node_gpu_memory_usage", labels(**gpu_labels), now, node_mem),
                         Sample("node_gpu_memory_total", labels(**gpu_labels), now, usage.memory_total)]
             per_pod, per_container = self._attribute(usage, owners, pods)
             for cid, (sm, mem) in per_container.items():

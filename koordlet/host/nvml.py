@@ -275,8 +275,8 @@ class Nvml:
 
     # --- usage -------------------------------------------------------------------------------------------------
 
-    def usage(self, gpus: Sequence[Gpu]) -> tuple[list[GpuUsage], dict[str, str]]:
-        """One sample per GPU; second item: bus id -> NVML error for GPUs that failed (e.g. GPU_IS_LOST)."""
+    def usage(self, gpus: Sequence[Gpu]) -> tuple[list[GpuUsage], dict[str, tuple[bool, str]]]:
+        """One sample per GPU; second item: bus id -> (lost from the bus?, NVML error) for GPUs that failed."""
         out, failed = [], {}
         for gpu in gpus:
             if gpu.lost:
@@ -284,8 +284,9 @@ class Nvml:
             try:
                 out.append(self._usage(gpu))
             except self.lib.NVMLError as e:
-                failed[gpu.bus_id] = str(e)
-                if e.value == self.lib.NVML_ERROR_GPU_IS_LOST:
+                lost = e.value == self.lib.NVML_ERROR_GPU_IS_LOST
+                failed[gpu.bus_id] = (lost, str(e))
+                if lost:
                     self._handles.pop(gpu.bus_id, None)
         return out, failed
 
@@ -299,6 +300,8 @@ class Nvml:
             if e.value == lib.NVML_ERROR_GPU_IS_LOST:
                 raise
             util = None              # NOT_SUPPORTED in MIG mode
+        if gpu.mig_enabled:          # use is per GPU instance, not per process: no split, every cycle alike
+            return GpuUsage(gpu.minor, gpu.uuid, int(memory.total), int(memory.used), util, (), False)
         try:
             procs = lib.nvmlDeviceGetComputeRunningProcesses(h)
         except lib.NVMLError as e:

@@ -48,6 +48,15 @@ def _int(value: Any, where: str) -> int:
     return value
 
 
+def _object(value: Any, where: str) -> dict[str, Any]:
+    """A JSON object field; absent/null is empty (Go's omitempty), anything else but an object is an error."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
 def parse_device_allocated(raw: str) -> dict[str, list[DeviceAllocation]]:
     """Device type -> allocations, in annotation order. ValueError with the offending field on bad input."""
     try:
@@ -69,14 +78,17 @@ def parse_device_allocated(raw: str) -> dict[str, list[DeviceAllocation]]:
             if not isinstance(entry, dict):
                 raise ValueError(f"{at}: expected an object")
             resources: dict[str, Fraction] = {}
-            for name, qty in (entry.get("resources") or {}).items():
+            for name, qty in _object(entry.get("resources"), f"{at}.resources").items():
                 try:
                     resources[_resource_name(name)] = parse_quantity(qty)
                 except ValueError as e:
                     raise ValueError(f"{at}.resources[{name}]: {e}") from None
+            raw_vfs = _object(entry.get("extension"), f"{at}.extension").get("vfs") or []
+            if not isinstance(raw_vfs, list):
+                raise ValueError(f"{at}.extension.vfs: expected a list, got {type(raw_vfs).__name__}")
             vfs = tuple(VirtualFunction(_int(vf.get("minor", 0), f"{at}.extension.vfs.minor"),
                                         str(vf.get("busID", "")))
-                        for vf in ((entry.get("extension") or {}).get("vfs") or ()) if isinstance(vf, dict))
+                        for vf in raw_vfs if isinstance(vf, dict))
             allocations.append(DeviceAllocation(str(dtype), _int(entry.get("minor", 0), f"{at}.minor"),
                                                 str(entry.get("id", "")), resources, vfs))
         out[str(dtype)] = allocations

@@ -60,6 +60,7 @@ class FakeGpu:
     samples: list[tuple[int, int, int]] = field(default_factory=list)           # (pid, timestamp µs, sm %)
     events_supported: bool = True
     lost: bool = False
+    error: int | None = None     # an NVML error code every call on this GPU answers with (a passing failure)
 
     @property
     def nvml_bus_id(self) -> str:
@@ -138,6 +139,8 @@ class FakeNvmlLibrary:
             raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         if handle.gpu.lost:
             raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
+        if handle.gpu.error is not None:
+            raise _real.NVMLError(handle.gpu.error)
         return handle.gpu
 
     def _link(self, name: str, handle: Any, link: int) -> FakeLink:
@@ -239,8 +242,8 @@ class FakeNvmlLibrary:
                                                        decUtil=0) for pid, ts, sm in newer]
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int:
-        ga, gb = self._dev("nvmlDeviceGetTopologyCommonAncestor", a), self._dev("nvmlDeviceGetTopologyCommonAncestor", b)
-        return self.levels(ga, gb)
+        name = "nvmlDeviceGetTopologyCommonAncestor"
+        return self.levels(self._dev(name, a), self._dev(name, b))
 
     def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
         active = self._link("nvmlDeviceGetNvLinkState", handle, link).active
