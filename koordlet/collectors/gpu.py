@@ -55,6 +55,7 @@ class GpuDevices:
         self._read_at = float("-inf")
         self._bad = LogOnce(log, logging.WARNING)
         self._gauges: set[tuple[str, ...]] = set()
+        self._rewatch = threading.Event()          # set when the GPUs to watch for XIDs change
         if session is not None:
             self.refresh(force=True)
 
@@ -89,6 +90,8 @@ class GpuDevices:
                 self.health.mark(gpu.bus_id, GPU_LOST, "NVML cannot open the GPU (fallen off the bus?)")
             else:
                 self.health.clear(gpu.bus_id, GPU_LOST)
+        if [g.bus_id for g in inventory.gpus if not g.lost] != [g.bus_id for g in self.inventory.gpus if not g.lost]:
+            self._rewatch.set()
         if [g.bus_id for g in inventory.gpus] != [g.bus_id for g in self.inventory.gpus]:
             log.info("gpu inventory count=%d driver=%s cuda=%s model=%s", len(inventory.gpus),
                      inventory.driver_version, inventory.cuda_version, inventory.model or "mixed")
@@ -96,10 +99,16 @@ class GpuDevices:
         return inventory
 
     def watch_health(self, stop: threading.Event) -> None:
-        """The XID loop (blocks until ``stop``); a no-op without GPUs."""
-        gpus = [g.bus_id for g in self.gpus if not g.lost]
-        if self.session is not None and gpus:
-            self.session.watch_xid(gpus, self.health, stop)
+        """The XID loop (blocks until ``stop``). Registers again whenever the set of GPUs NVML can open changes
+        (one came back, one was added), so no GPU goes unwatched until a restart."""
+        while self.session is not None and not stop.is_set():
+            self._rewatch.clear()
+            gpus = [g.bus_id for g in self.gpus if not g.lost]
+            if gpus:
+                self.session.watch_xid(gpus, self.health, stop, self._rewatch)
+            else:
+                while not stop.wait(1.0) and not self._rewatch.is_set():
+                    pass
 
     def close(self) -> None:
         if self.session is not None:

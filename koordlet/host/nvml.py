@@ -328,8 +328,10 @@ class Nvml:
 
     # --- health ------------------------------------------------------------------------------------------------
 
-    def watch_xid(self, bus_ids: Sequence[str], health: "GpuHealth", stop: threading.Event) -> None:
-        """Block until ``stop``: register for critical XID events and mark the GPUs they name unhealthy.
+    def watch_xid(self, bus_ids: Sequence[str], health: "GpuHealth", stop: threading.Event,
+                  restart: threading.Event | None = None) -> None:
+        """Block until ``stop`` (or ``restart``): register for critical XID events and mark the GPUs they name
+        unhealthy.
 
         As upstream: a GPU too old for events is marked unhealthy (DeviceHealthCheckNotSupported), application
         XIDs are ignored, an event without a device UUID marks every GPU, and after any event every GPU is
@@ -350,7 +352,7 @@ class Nvml:
                         health.mark(bus_id, HEALTH_CHECK_NOT_SUPPORTED, "device does not support health checking")
                     else:
                         log.warning("gpu health events not registered bus_id=%s error=%s", bus_id, e)
-            while not stop.is_set():
+            while not stop.is_set() and not (restart is not None and restart.is_set()):
                 try:
                     event = lib.nvmlEventSetWait(event_set, XID_WAIT_MS)
                 except lib.NVMLError as e:

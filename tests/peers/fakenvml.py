@@ -121,6 +121,9 @@ class FakeNvmlLibrary:
     def xid(self, bus_id: str | None, xid: int) -> None:
         """A critical XID event; ``bus_id=None`` is an event without a device (NVML's "all GPUs")."""
         gpu = self._gpu(bus_id) if bus_id else None
+        with self._lock:
+            if gpu is not None and id(gpu) not in self._registered:
+                return               # NVML delivers events only for devices registered on the set
         self.events.put(FakeEvent(_Handle(gpu) if gpu else None, _real.nvmlEventTypeXidCriticalError, xid))
 
     def _gpu(self, bus_id: str) -> FakeGpu:

@@ -457,6 +457,23 @@ def test_xid_on_lost_gpu_is_marked_by_reopen(watched):
     assert devices.health.get(H100_BUSES[4]) is None
 
 
+def test_a_gpu_that_comes_back_is_watched_for_xids(watched):
+    """Lost at start, so not registered; once a refresh finds it again the watcher registers it too."""
+    lib, devices, start = watched
+    lib.lose(H100_BUSES[5])
+    devices.refresh(force=True)
+    assert devices.inventory.gpus[5].lost
+    start()
+    registered = lib.calls["nvmlDeviceRegisterEvents"]
+    assert registered == 7
+    lib._gpu(H100_BUSES[5]).lost = False
+    devices.refresh(force=True)
+    assert wait_for(lambda: lib.calls["nvmlDeviceRegisterEvents"] == registered + 8, 5.0)
+    lib.xid(H100_BUSES[5], 48)
+    assert wait_for(lambda: devices.health.get(H100_BUSES[5]) is not None, 5.0)
+    assert devices.health.get(H100_BUSES[5])[0] == "Xid48"
+
+
 # ============================================================================================ merge
 
 
