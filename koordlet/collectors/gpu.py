@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from koordlet import wire
-from koordlet.host.fs import read_text
 from koordlet.host.nvml import GPU_LOST, Gpu, GpuHealth, GpuInventory, GpuUsage, Nvml, NvmlUnavailable
 from koordlet.host.paths import HostPaths
+from koordlet.host.procfs import read_process_cgroup
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample, labels
 from koordlet.metrics import AgentMetrics
@@ -189,11 +189,10 @@ class GpuDevices:
 
     def _owner_of(self, pid: int, index: dict[tuple[str, str], _Owner]) -> _Owner | None:
         try:
-            text = read_text(self.paths.proc(str(pid), "cgroup"))
+            lines = read_process_cgroup(self.paths, pid)
         except OSError:
             return None          # the process ended between NVML's answer and now
-        for line in text.splitlines():
-            _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        for controllers, path in lines:
             if controllers and "cpu" not in controllers.split(","):
                 continue         # v1: the cpu hierarchy is the one kubelet's layout describes; v2 has ""
             parts = [p for p in path.split("/") if p]

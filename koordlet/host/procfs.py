@@ -1,4 +1,4 @@
-"""Readers for /proc/stat and /proc/meminfo (under the configured proc root)."""
+"""Readers for /proc/stat, /proc/meminfo and /proc/<pid>/cgroup (under the configured proc root)."""
 
 from __future__ import annotations
 
@@ -68,3 +68,14 @@ def node_memory_used_bytes(meminfo: dict[str, int]) -> int:
     """(MemTotal − MemAvailable) × 1024, upstream's node_memory_usage."""
     return max(meminfo["MemTotal"] - meminfo["MemAvailable"], 0) * 1024
 
+
+
+def read_process_cgroup(paths: HostPaths, pid: int) -> list[tuple[str, str]]:
+    """``/proc/<pid>/cgroup`` as (controllers, path) pairs: ("cpu,cpuacct", "/kubepods/...") on v1, ("", "/...")
+    for v2's unified line. Raises OSError when the process has gone."""
+    out = []
+    for line in read_bytes(paths.proc(str(pid), "cgroup")).decode("utf-8", "replace").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            out.append((parts[1], parts[2]))
+    return out
