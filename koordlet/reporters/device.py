@@ -121,8 +121,7 @@ def desired(node: NodeInfo, gpus: GpuInventory | None, health: Health, rdma: Seq
     devices.sort(key=lambda d: (d["type"], d["minor"]))
     meta: dict[str, Any] = {"name": node.name}
     if node.uid:
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid,
-                                    "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = node.owner_references()
     if labels:
         meta["labels"] = labels
     if annotations:

@@ -129,6 +129,14 @@ class NodeInfo:
     capacity: Mapping[str, str] = field(default_factory=dict)
     allocatable: Mapping[str, str] = field(default_factory=dict)
 
+    def owner_references(self) -> list[dict[str, Any]]:
+        """What upstream puts on the objects it creates for a node (NRT, Device): owned by the Node, so they go
+        with it; none before the Node's uid is known."""
+        if not self.uid:
+            return []
+        return [{"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": self.uid, "controller": True,
+                 "blockOwnerDeletion": True}]
+
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> "NodeInfo":
         meta = obj.get("metadata") or {}
@@ -372,8 +380,7 @@ def new_object(node: NodeInfo) -> dict[str, Any]:
     """The object upstream creates when there is none: managed-by label, owned by the Node, required fields."""
     meta: dict[str, Any] = {"name": node.name, "labels": {wire.LABEL_MANAGED_BY: wire.MANAGED_BY_KOORDINATOR}}
     if node.uid:
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid,
-                                    "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = node.owner_references()
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "topologyPolicies": ["None"], "zones": []}
 
 
