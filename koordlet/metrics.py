@@ -62,6 +62,10 @@ class AgentMetrics:
                                         "pod's processes on one GPU, percent of the card", pod_gpu, registry=r)
         self.pod_gpu_memory_used_bytes = Gauge("koordlet_pod_gpu_memory_used_bytes", "(koordlet-py) GPU memory "
                                                "held by the pod's processes on one GPU", pod_gpu, registry=r)
+        self.executor_updates = Counter(
+            "koordlet_executor_updates", "(koordlet-py) kernel file updates by resource (cgroup file or sysctl "
+            "name) and outcome: written, missing (file absent: feature or cgroup not there), error_<ERRNO>",
+            ["node", "resource", "outcome"], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:

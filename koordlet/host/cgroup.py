@@ -260,6 +260,10 @@ class Cgroups:
             return os.path.join(self.root, subsystem, rel, file)
         return os.path.join(self.root, rel, file)
 
+    def has_file(self, subsystem: str, rel: str, file: str) -> bool:
+        """Feature probe: does the kernel offer this cgroup file (bvt, cpu.idle, memory.min...) at rel?"""
+        return os.path.exists(self.path(subsystem, rel, file))
+
     def listing_dir(self, rel: str) -> str:
         """The directory whose children are listed/watched for pods and containers (v1: cpu, as upstream)."""
         return self.path("cpu", rel)

@@ -22,10 +22,31 @@ _KUBE_TO_KOORD = {KubeQOS.GUARANTEED: wire.QOS_LSR, KubeQOS.BURSTABLE: wire.QOS_
 
 
 @dataclass(frozen=True, slots=True)
+class Resources:
+    """A container's requests and limits as the enforcement rules need them (0 = not set).
+
+    cpu in milli-cores, memory in bytes; batch_* are the ``kubernetes.io/batch-*`` extended resources (their
+    quantity's integer value is already milli-cores for cpu, reference §1.3).
+    """
+    cpu_request: int = 0
+    cpu_limit: int = 0
+    memory_request: int = 0
+    memory_limit: int = 0
+    batch_cpu_request: int = 0
+    batch_cpu_limit: int = 0
+    batch_memory_request: int = 0
+    batch_memory_limit: int = 0
+
+
+NO_RESOURCES = Resources()
+
+
+@dataclass(frozen=True, slots=True)
 class Container:
     name: str
     runtime: str      # "containerd", "docker", "cri-o", "pouch"; "" when discovered from a cgroupfs dir name
     id: str           # bare id; "" before the container has started
+    resources: Resources = NO_RESOURCES
 
 
 @dataclass(frozen=True)
@@ -98,13 +119,8 @@ def kube_qos_of(spec: Mapping[str, Any]) -> KubeQOS:
 
 
 def _batch_cpu(spec: Mapping[str, Any]) -> int:
-    total = 0
-    for c in spec.get("containers") or []:
-        requests = (c.get("resources") or {}).get("requests") or {}
-        raw = requests.get(wire.BATCH_CPU, requests.get(wire.DEPRECATED_BATCH_CPU))
-        if raw is not None:
-            total += math.ceil(parse_quantity(raw))   # the integer value of the quantity is milli-cores
-    return total
+    return sum(_extended((c.get("resources") or {}).get("requests") or {}, wire.BATCH_CPU, wire.DEPRECATED_BATCH_CPU)
+               for c in spec.get("containers") or [])
 
 
 def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
@@ -121,6 +137,34 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
         total += parse_quantity((spec.get("overhead") or {}).get(name, 0))
         out.append(math.ceil(total * 1000) if name == "cpu" else math.ceil(total))
     return out[0], out[1]
+
+
+def _extended(section: Mapping[str, Any], name: str, deprecated: str) -> int:
+    raw = section.get(name, section.get(deprecated))
+    return math.ceil(parse_quantity(raw)) if raw is not None else 0
+
+
+def container_resources(c: Mapping[str, Any]) -> Resources:
+    """Requests/limits of one spec container (a missing request defaults to the limit, as the API server does)."""
+    res = c.get("resources") or {}
+    req, lim = res.get("requests") or {}, res.get("limits") or {}
+
+    def cpu(section: Mapping[str, Any]) -> int:
+        return math.ceil(parse_quantity(section["cpu"]) * 1000) if "cpu" in section else 0
+
+    def mem(section: Mapping[str, Any]) -> int:
+        return math.ceil(parse_quantity(section["memory"])) if "memory" in section else 0
+
+    cpu_limit, memory_limit = cpu(lim), mem(lim)
+    batch_cpu_limit = _extended(lim, wire.BATCH_CPU, wire.DEPRECATED_BATCH_CPU)
+    batch_memory_limit = _extended(lim, wire.BATCH_MEMORY, wire.DEPRECATED_BATCH_MEMORY)
+    return Resources(cpu_request=cpu(req) if "cpu" in req else cpu_limit, cpu_limit=cpu_limit,
+                     memory_request=mem(req) if "memory" in req else memory_limit, memory_limit=memory_limit,
+                     batch_cpu_request=_extended(req, wire.BATCH_CPU, wire.DEPRECATED_BATCH_CPU) or batch_cpu_limit,
+                     batch_cpu_limit=batch_cpu_limit,
+                     batch_memory_request=_extended(req, wire.BATCH_MEMORY, wire.DEPRECATED_BATCH_MEMORY)
+                     or batch_memory_limit,
+                     batch_memory_limit=batch_memory_limit)
 
 
 def _timestamp(raw: Any, what: str) -> float:
@@ -161,11 +205,14 @@ def pod_from_k8s(obj: Any) -> Pod:
             raise ValueError(f"spec.priority {priority!r} is not an integer")
         cpu_request, memory_request = pod_requests(spec)
         phase = str(status.get("phase") or "")
+        resources = {str(c.get("name", "")): container_resources(c) for c in spec.get("containers") or []}
         containers = []
         for cs in status.get("containerStatuses") or []:
             raw_id = cs.get("containerID") or ""
             runtime, cid = parse_container_id(raw_id) if raw_id else ("", "")
-            containers.append(Container(name=str(cs.get("name", "")), runtime=runtime, id=cid))
+            name = str(cs.get("name", ""))
+            containers.append(Container(name=name, runtime=runtime, id=cid,
+                                        resources=resources.get(name, NO_RESOURCES)))
         return Pod(uid=uid, name=meta["name"], namespace=namespace, kube_qos=kube_qos,
                    labels=_str_map(meta.get("labels"), "metadata.labels"),
                    annotations=_str_map(meta.get("annotations"), "metadata.annotations"),

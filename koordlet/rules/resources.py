@@ -1,0 +1,154 @@
+"""Container and pod cgroup resources the agent owns: cpuset (CPUSetAllocator) and batch resources (BatchResource).
+
+Facts: reference/qos-enforcement.md §3f "Other hooks that write cgroups". Pure functions of (pod, container, node
+pools, NodeSLO); the reconciler writes their answers, and the NRI CreateContainer hook will return the same answers
+as an adjustment, so a container gets the same cgroup whether it started before or after the agent.
+
+A field left ``None`` means "not ours for this pod": the agent does not touch that file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from koordlet import wire
+from koordlet.host.cgroup import KubeQOS, parse_cpu_list
+from koordlet.quantity import parse_quantity
+from koordlet.states.pod import Container, Pod
+from koordlet.topology import format_cpu_list
+
+if TYPE_CHECKING:
+    from koordlet.qos import NodeView
+
+CFS_PERIOD_US = 100_000
+MIN_SHARES = 2
+MIN_QUOTA_US = 1000
+ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Desired values of one pod or container cgroup (None: leave the file alone)."""
+    cpuset: str | None = None
+    cpu_shares: int | None = None
+    cfs_quota: int | None = None          # µs per 100 ms period; -1 unlimited
+    memory_limit: int | None = None       # bytes; -1 unlimited
+
+
+@dataclass(frozen=True)
+class ResourceStatus:
+    """The scheduler's ``scheduling.koordinator.sh/resource-status`` annotation, the parts enforcement needs."""
+    cpuset: str = ""
+    numa_nodes: tuple[int, ...] = ()      # NUMA nodes holding a CPU allocation (NUMA-aware share pools)
+
+
+def resource_status(pod: Pod) -> ResourceStatus:
+    """Parse the annotation; ValueError names what is wrong (the caller logs it and treats the pod as unpinned)."""
+    raw = pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
+    if not raw:
+        return ResourceStatus()
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: not a JSON object")
+    cpuset = doc.get("cpuset") or ""
+    if not isinstance(cpuset, str):
+        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: cpuset {cpuset!r} is not a string")
+    cpus = parse_cpu_list(cpuset)       # ValueError on garbage
+    nodes = []
+    for entry in doc.get("numaNodeResources") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("node"), int):
+            raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: numaNodeResources entry {entry!r} has no integer "
+                             "node")
+        res = entry.get("resources") or {}
+        if any(parse_quantity(res.get(k) or 0) > 0 for k in ("cpu", wire.BATCH_CPU)):
+            nodes.append(entry["node"])
+    return ResourceStatus(format_cpu_list(cpus) if cpus else "", tuple(nodes))
+
+
+def _pool(pools: Mapping[int, tuple[int, ...]], nodes: tuple[int, ...] | None = None) -> str:
+    cpus = {c for n, cs in pools.items() if nodes is None or n in nodes for c in cs}
+    return format_cpu_list(sorted(cpus))
+
+
+def container_cpuset(pod: Pod, status: ResourceStatus, view: "NodeView", be_cpu_manager: bool = False) -> str | None:
+    """cpuset.cpus of a container (and of the sandbox), upstream's order of precedence.
+
+    None for BestEffort containers (CPU suppress owns them) and, under the kubelet's static policy, for
+    Guaranteed/Burstable pods without a koordinator class (the kubelet owns them).
+    """
+    if status.cpuset:
+        return status.cpuset                                   # LSE / LSR pinned by the scheduler
+    qos = pod.raw_qos_class
+    if status.numa_nodes:
+        if qos == wire.QOS_BE and be_cpu_manager:
+            return _pool(view.be_pools, status.numa_nodes)
+        if qos != wire.QOS_BE:
+            return _pool(view.ls_pools, status.numa_nodes)
+    if qos == wire.QOS_SYSTEM and view.system_cpus:
+        return format_cpu_list(view.system_cpus)
+    if qos == wire.QOS_LS:
+        return _pool(view.ls_pools)
+    if pod.kube_qos is KubeQOS.BESTEFFORT or qos == wire.QOS_BE:
+        return None
+    if view.cpu_manager_policy == "static":
+        return None
+    return _pool(view.ls_pools)
+
+
+def host_app_cpuset(qos: str, view: "NodeView") -> str | None:
+    """Only LS host applications get the share pools (upstream refuses the other classes)."""
+    return _pool(view.ls_pools) if qos == wire.QOS_LS else None
+
+
+def _shares(milli: int) -> int:
+    return max(milli * 1024 // 1000, MIN_SHARES) if milli > 0 else MIN_SHARES
+
+
+def _quota(milli: int, ratio: float) -> int:
+    if milli <= 0:
+        return -1
+    quota = max(milli * CFS_PERIOD_US // 1000, MIN_QUOTA_US)
+    return math.ceil(quota / ratio) if ratio > 1.0 else quota
+
+
+def normalization_ratio(annotations: Mapping[str, str]) -> tuple[float, str | None]:
+    """The node's cpu-normalization-ratio (1.0 when absent) and, when it is malformed, why."""
+    raw = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
+    if not raw:
+        return 1.0, None
+    try:
+        ratio = float(raw)
+        if not math.isfinite(ratio) or ratio <= 0:
+            raise ValueError
+    except ValueError:
+        return 1.0, f"node annotation {ANNOTATION_CPU_NORMALIZATION_RATIO}={raw!r} is not a positive number"
+    return ratio, None
+
+
+def batch_container(pod: Pod, container: Container, quota_enabled: bool = True, ratio: float = 1.0) -> Settings:
+    """BE pods run on batch-* resources: shares from the request, quota and memory limit from the limits."""
+    if pod.raw_qos_class != wire.QOS_BE:
+        return Settings()
+    r = container.resources
+    return Settings(cpu_shares=_shares(r.batch_cpu_request),
+                    cfs_quota=_quota(r.batch_cpu_limit, ratio) if quota_enabled else -1,
+                    memory_limit=r.batch_memory_limit if r.batch_memory_limit > 0 else -1)
+
+
+def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool = True,
+              ratio: float = 1.0) -> Settings:
+    """Pod level: Σ of the containers; unlimited as soon as one container is unlimited."""
+    if pod.raw_qos_class != wire.QOS_BE:
+        return Settings()
+    request = sum(c.resources.batch_cpu_request for c in containers)
+    cpu_limited = bool(containers) and all(c.resources.batch_cpu_limit > 0 for c in containers)
+    mem_limited = bool(containers) and all(c.resources.batch_memory_limit > 0 for c in containers)
+    cpu_limit = sum(c.resources.batch_cpu_limit for c in containers) if cpu_limited else 0
+    return Settings(cpu_shares=_shares(request), cfs_quota=_quota(cpu_limit, ratio) if quota_enabled else -1,
+                    memory_limit=sum(c.resources.batch_memory_limit for c in containers) if mem_limited else -1)
