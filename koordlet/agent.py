@@ -38,7 +38,10 @@ from koordlet.states.standalone import StandalonePodSource
 
 if TYPE_CHECKING:
     from koordlet.collectors.gpu import GpuDevices
+    from koordlet.executor import Executor
     from koordlet.host.rdma import RdmaDevice
+    from koordlet.qos import NodeView
+    from koordlet.qos.reconciler import Reconciler
     from koordlet.kubeapi import KubeApi
     from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
     from koordlet.states.kubelet import KubeletClient
@@ -100,6 +103,22 @@ def pod_source(config: Config, cgroups: Cgroups, kubelet: "KubeletClient | None"
     return lambda: metas_from_objects(source.list_pods(), cgroups.layout, bad)
 
 
+def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics, cache: MetricCache,
+                      topology: Topology, cluster: "Cluster | None") -> tuple["Executor", "Reconciler"]:
+    """The executor and the strategies the feature gates enable, in the reconciler's order."""
+    from koordlet.executor import Executor
+    from koordlet.qos.cpu_qos import CPUQOS
+    from koordlet.qos.pod_resources import PodResources
+    from koordlet.qos.reconciler import Reconciler
+    executor = Executor(cgroups, metrics, force_refresh=config.resource_force_update_seconds)
+    strategies: list[Any] = []
+    if config.gate("CPUSetAllocator") or config.gate("BatchResource"):
+        strategies.append(PodResources(cpuset=config.gate("CPUSetAllocator"), batch=config.gate("BatchResource")))
+    if config.gate("GroupIdentity") or config.gate("CoreSched"):
+        strategies.append(CPUQOS(cgroups, paths))
+    return executor, Reconciler(executor, strategies, metrics, config.reconcile_interval_seconds)
+
+
 @dataclass
 class Cluster:
     """The agent's link to the API server: watches of this node's objects and the report writers."""
@@ -154,10 +173,13 @@ class Agent:
     slo_file: NodeSLOFile | None = None               # standalone NodeSLO (nodeslo-file)
     gpus: "GpuDevices | None" = None                  # with the Accelerators gate
     rdma: "list[RdmaDevice] | None" = None            # with the RDMADevices gate (re-read with the topology)
+    executor: "Executor | None" = None                # the only kernel writer (None: enforcement off)
+    reconciler: "Reconciler | None" = None            # QoS strategies (None: enforcement off)
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
     _slo: tuple[Any, NodeSLOSpec, list[HostApp]] | None = None
+    _pools: tuple[Any, dict[str, Any]] | None = None
 
     # --- what the agent knows about its node ------------------------------------------------------------
 
@@ -235,6 +257,27 @@ class Agent:
             return node_allocatable(obj) if obj else None
         memory = sum(n.mem_total_bytes for n in self.topology.nodes if not n.gpu_memory)
         return Resources(1000 * len(self.topology.online), memory)
+
+    def qos_view(self) -> "NodeView | None":
+        """The snapshot the QoS strategies decide from; None until the pods have been synced once (deciding on an
+        empty pod list would reset every pod's settings)."""
+        from koordlet.qos import NodeView
+        if not self.informer.synced.is_set():
+            return None
+        pods, node = self.informer.pods, self.node_info()
+        kubelet: nrt.KubeletCPUConfig | None = None
+        try:
+            kubelet = self.kubelet_config()
+        except Exception:     # logged by kubelet_config(); decide as with policy none until it answers
+            kubelet = None
+        key = (id(pods), id(self.topology), node, kubelet)
+        if self._pools is None or self._pools[0] != key:
+            from koordlet.qos.reconciler import pools_from_annotations
+            status = nrt.build_status(self.topology, pods, node, kubelet, bad=self._bad)
+            self._pools = (key, pools_from_annotations(status.annotations))
+        return NodeView(pods=pods, slo=self.node_slo(), host_apps=tuple(self.host_apps()), topology=self.topology,
+                        node=node, cpu_manager_policy=kubelet.policy if kubelet else "none", now=time.time(),
+                        **self._pools[1])
 
     # --- reports ---------------------------------------------------------------------------------------------
 
@@ -320,6 +363,9 @@ class Agent:
                     kubelet, slo_file, gpus=gpus)
         if config.gate("RDMADevices"):
             agent.rdma = agent.read_rdma()
+        if config.reconcile_interval_seconds > 0 and os.geteuid() == 0:
+            agent.executor, agent.reconciler = build_enforcement(config, paths, cgroups, metrics, cache, topology,
+                                                                 cluster)
         return agent
 
     # --- one cycle (also used by `run --once`) -----------------------------------------------------------
@@ -348,7 +394,8 @@ class Agent:
         if os.geteuid() != 0:
             log.warning("running as uid=%d, not root: enforcement is off, the agent only collects and reports",
                         os.geteuid())
-        server = HttpServer(cfg.addr, self.metrics.registry, self.ready)
+        server = HttpServer(cfg.addr, self.metrics.registry, self.ready,
+                            self.executor.events if self.executor is not None else None)
         pleg = self._start_pleg()
         threads = [threading.Thread(target=self.informer.run, args=(stop,), name="pods", daemon=True),
                    threading.Thread(target=self._report_loop, args=(stop,), name="report", daemon=True)]
@@ -358,11 +405,14 @@ class Agent:
         if cfg.collect_res_used_interval > 0:
             threads.append(threading.Thread(target=self._collect_loop, args=(stop,), name="collect",
                                             daemon=True))
+        else:
+            log.warning("collect-res-used-interval=0: usage collection is disabled")
+        if self.reconciler is not None:
+            threads.append(threading.Thread(target=self.reconciler.run, args=(stop, self.qos_view), name="qos",
+                                            daemon=True))
         if self.gpus is not None and self.gpus.session is not None:
             threads.append(threading.Thread(target=self.gpus.watch_health, args=(stop,), name="gpu-health",
                                             daemon=True))
-        else:
-            log.warning("collect-res-used-interval=0: usage collection is disabled")
         self.informer.sync()
         for t in threads:
             t.start()

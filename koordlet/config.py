@@ -265,6 +265,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("gpu-partition-policy", choice("Prefer", "Honor", "none"), "Prefer",
            "Device label node.koordinator.sh/gpu-partition-policy with the GPU partition table derived from the "
            "NVLink/PCIe topology; none: publish neither (upstream's behaviour for NVIDIA GPUs)"),
+    Option("reconcile-interval-seconds", parse_duration, 1.0,
+           "QoS enforcement period (cpu qos, cpuset, suppress, burst, memory qos, evictions); 0 disables enforcement"),
+    Option("resource-force-update-seconds", parse_duration, 60.0,
+           "a cached cgroup/sysctl value is re-read from the kernel (and repaired) after this long"),
+    Option("evict-standalone-kill", parse_bool, False,
+           "standalone (no API server): kill the processes of a pod chosen for eviction; default: only log it"),
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
@@ -326,6 +332,9 @@ class Config:
     nodeslo_file: str
     prediction_checkpoint_filepath: str
     gpu_partition_policy: str
+    reconcile_interval_seconds: float
+    resource_force_update_seconds: float
+    evict_standalone_kill: bool
     report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)

@@ -43,6 +43,7 @@ log = logging.getLogger("koordlet.executor")
 
 FORCE_REFRESH = 60.0       # --resource-force-update-seconds
 MAX_INT64 = 9223372036854775807
+UNLIMITED_FROM = 2**62           # any value this large is the kernel's "no limit" (page-aligned spellings vary)
 AUDIT_EVENTS = 1024
 
 
@@ -138,7 +139,8 @@ def _number(text: str) -> int | None:
     if text == "max":
         return None
     n = int(text)
-    return None if n < 0 or n >= MAX_INT64 else n
+    # v1 memory prints "unlimited" as the page-aligned PAGE_COUNTER_MAX (9223372036854771712 with 4 KiB pages)
+    return None if n < 0 or n >= UNLIMITED_FROM else n
 
 
 def _same(resource: str, current: str, wanted: str) -> bool:
@@ -248,7 +250,8 @@ class Executor:
         result = Result()
         with self._lock:
             pending: list[Update] = []
-            for level in levels:
+            last = len(levels) - 1
+            for depth, level in enumerate(levels):
                 for u in level:
                     if u is None:
                         continue
@@ -265,12 +268,13 @@ class Executor:
                         self._remember(u.path, u.value)
                         result.unchanged += 1
                         continue
-                    try:
-                        loosest = _merged(u.merge, current, u.value)
-                    except ValueError:
-                        loosest = u.value
-                    if not _same(u.resource or u.path, current, loosest):
-                        self._write(u, loosest, current, result, final=False)
+                    if depth < last:          # leaves have no children to keep room for
+                        try:
+                            loosest = _merged(u.merge, current, u.value)
+                        except ValueError:
+                            loosest = u.value
+                        if not _same(u.resource or u.path, current, loosest):
+                            self._write(u, loosest, current, result, final=False)
                     pending.append(u)
             for u in reversed(pending):
                 self._apply(u, u.value, result, final=True)

@@ -1,11 +1,14 @@
-"""HTTP endpoints: /metrics (Prometheus text), /healthz (process alive), /readyz (serving real data)."""
+"""HTTP endpoints: /metrics (Prometheus text), /healthz (process alive), /readyz (serving real data), /events (the
+executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement is on)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -16,8 +19,9 @@ class HttpServer:
     """Serves in a background thread; ``ready()`` returns (ok, reason) for /readyz."""
 
     def __init__(self, addr: tuple[str, int], registry: CollectorRegistry,
-                 ready: Callable[[], tuple[bool, str]]) -> None:
-        registry_, ready_ = registry, ready
+                 ready: Callable[[], tuple[bool, str]],
+                 events: Callable[[int], list[dict[str, object]]] | None = None) -> None:
+        registry_, ready_, events_ = registry, ready, events
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "koordlet-py"
@@ -31,6 +35,10 @@ class HttpServer:
                 elif path == "/readyz":
                     ok, reason = ready_()
                     self._send(200 if ok else 503, (reason + "\n").encode())
+                elif path == "/events" and events_ is not None:
+                    limit = parse_qs(urlsplit(self.path).query).get("limit", ["100"])[0]
+                    body = json.dumps(events_(int(limit) if limit.isdigit() else 100), indent=1)
+                    self._send(200, (body + "\n").encode(), "application/json")
                 else:
                     self._send(404, b"not found\n")
 
@@ -44,6 +52,7 @@ class HttpServer:
             def log_message(self, format: str, *args: object) -> None:  # scrapes are not events
                 return
 
+        self._events = events is not None
         host = addr[0] or "0.0.0.0"
         self._httpd = ThreadingHTTPServer((host, addr[1]), Handler)
         self._httpd.daemon_threads = True
@@ -57,7 +66,8 @@ class HttpServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("http serving addr=%s:%d endpoints=/metrics,/healthz,/readyz", *self.address)
+        log.info("http serving addr=%s:%d endpoints=/metrics,/healthz,/readyz%s", *self.address,
+                 ",/events" if self._events else "")
 
     def stop(self) -> None:
         self._httpd.shutdown()

@@ -264,6 +264,9 @@ class Cgroups:
         """Feature probe: does the kernel offer this cgroup file (bvt, cpu.idle, memory.min...) at rel?"""
         return os.path.exists(self.path(subsystem, rel, file))
 
+    def has_dir(self, subsystem: str, rel: str) -> bool:
+        return os.path.isdir(self.path(subsystem, rel))
+
     def listing_dir(self, rel: str) -> str:
         """The directory whose children are listed/watched for pods and containers (v1: cpu, as upstream)."""
         return self.path("cpu", rel)

@@ -37,12 +37,15 @@ class CPUQOS:
 
     def __init__(self, cgroups: Cgroups, paths: HostPaths) -> None:
         kubepods = cgroups.layout.qos_dir(KubeQOS.GUARANTEED)
+        if not cgroups.has_dir("cpu", kubepods):
+            kubepods = ""              # no kubelet here (host mode): probe the hierarchy root
         self.sysctl = read_sysctl(paths, SYSCTL_GI) is not None
         self.bvt = cgroups.has_file("cpu", kubepods, BVT) or self.sysctl
         self.idle = cgroups.has_file("cpu", kubepods, IDLE)
         self._paths = paths
         self._rule: tuple[NodeSLOSpec, CPUQOSRule] | None = None
         self._bad = LogOnce(log)
+        self._note = LogOnce(log, logging.INFO)
         log.info("cpu qos kernel support group_identity=%s cpu_idle=%s", self.bvt, self.idle)
 
     def rule(self, slo: "NodeSLOSpec") -> CPUQOSRule:
@@ -53,8 +56,8 @@ class CPUQOS:
     def reconcile(self, view: NodeView, executor: Executor) -> None:
         rule = self.rule(view.slo)
         idle = idle_values(rule, self.bvt) if self.idle else None
-        if idle is not None and rule.group_identity and not self.bvt:
-            self._bad("fallback", "group identity unsupported by this kernel (no cpu.bvt_warp_ns); BE isolation "
+        if idle is not None and rule.group_identity and not self.bvt and idle[KubeQOS.BESTEFFORT]:
+            self._note("fallback", "group identity unsupported by this kernel (no cpu.bvt_warp_ns); BE isolation "
                       "uses cpu.idle on the BestEffort dir instead be_idle=%d", idle[KubeQOS.BESTEFFORT])
         if self.bvt and self._bvt_wanted(rule, executor):
             self._write_bvt(rule, view, executor)

@@ -59,7 +59,10 @@ def resource_status(pod: Pod) -> ResourceStatus:
     cpuset = doc.get("cpuset") or ""
     if not isinstance(cpuset, str):
         raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: cpuset {cpuset!r} is not a string")
-    cpus = parse_cpu_list(cpuset)       # ValueError on garbage
+    try:
+        cpus = parse_cpu_list(cpuset)
+    except ValueError:
+        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: cpuset {cpuset!r} is not a cpu list") from None
     nodes = []
     for entry in doc.get("numaNodeResources") or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("node"), int):

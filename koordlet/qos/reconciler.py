@@ -1,0 +1,84 @@
+"""The periodic QoS loop: one NodeView per cycle, every enabled strategy in a fixed order, one executor.
+
+Order matters only where strategies touch the same files: pod resources (cpuset, batch quota) run before CPU
+suppress, which then narrows the BestEffort tier; CPU burst runs after both so it scales the quota the batch rule
+set. A strategy that raises is logged once (with its traceback at debug) and counted; the others still run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from koordlet import wire
+from koordlet.host.cgroup import parse_cpu_list
+from koordlet.logutil import LogOnce
+from koordlet.qos import NodeView, Strategy
+
+if TYPE_CHECKING:
+    from koordlet.executor import Executor
+    from koordlet.metrics import AgentMetrics
+
+log = logging.getLogger("koordlet.qos")
+
+
+def pools_from_annotations(annotations: Mapping[str, str]) -> dict[str, object]:
+    """The NodeView pool fields from the NodeResourceTopology annotations this agent reports (what upstream's
+    hooks read from the NRT): ls_pools, be_pools, system_cpus, reserved_cpus."""
+    def pools(key: str) -> dict[int, tuple[int, ...]]:
+        out: dict[int, tuple[int, ...]] = {}
+        for pool in json.loads(annotations.get(key) or "[]") or []:
+            out[int(pool["node"])] = tuple(parse_cpu_list(pool.get("cpuset", "")))
+        return out
+
+    system = json.loads(annotations.get(wire.ANNOTATION_SYSTEM_QOS_RESOURCE) or "{}") or {}
+    reservation = json.loads(annotations.get(wire.ANNOTATION_NODE_RESERVATION) or "{}") or {}
+    return {"ls_pools": pools(wire.ANNOTATION_CPU_SHARED_POOLS), "be_pools": pools(wire.ANNOTATION_BE_CPU_SHARED_POOLS),
+            "system_cpus": tuple(parse_cpu_list(str(system.get("cpuset", "")))),
+            "reserved_cpus": tuple(parse_cpu_list(str(reservation.get("reservedCPUs", ""))))}
+
+
+class Reconciler:
+    def __init__(self, executor: "Executor", strategies: Sequence[Strategy], metrics: "AgentMetrics | None" = None,
+                 interval: float = 1.0) -> None:
+        self.executor = executor
+        self.strategies = list(strategies)
+        self.interval = interval
+        self._metrics = metrics
+        self._bad = LogOnce(log)
+        self.cycles = 0
+
+    def run_once(self, view: NodeView) -> None:
+        for strategy in self.strategies:
+            try:
+                strategy.reconcile(view, self.executor)
+                if self._bad.forget(strategy.name):
+                    log.info("qos strategy recovered name=%s", strategy.name)
+            except Exception as e:   # one broken strategy must not stop the others
+                if self._bad(strategy.name, "qos strategy failed name=%s error=%s", strategy.name, e):
+                    log.debug("qos strategy failure detail name=%s", strategy.name, exc_info=True)
+                if self._metrics is not None:
+                    self._metrics.qos_strategy_errors.labels(self._metrics.node, strategy.name).inc()
+        self.cycles += 1
+
+    def run(self, stop: threading.Event, view: Callable[[], NodeView | None]) -> None:
+        """Every interval until stop; ``view`` returns None while the agent cannot decide yet (no pods synced)."""
+        names = ",".join(s.name for s in self.strategies)
+        log.info("qos reconciler starting interval=%.1fs strategies=%s", self.interval, names)
+        next_tick = time.monotonic()
+        while not stop.is_set():
+            try:
+                snapshot = view()
+                if snapshot is not None:
+                    self.run_once(snapshot)
+            except Exception as e:     # building the view failed (bad topology read...): try next cycle
+                self._bad("view", "qos cycle skipped error=%s", e)
+            next_tick += self.interval
+            delay = next_tick - time.monotonic()
+            if delay < 0:
+                next_tick, delay = time.monotonic(), 0.0
+            if stop.wait(delay):
+                return

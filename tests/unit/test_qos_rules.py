@@ -1,0 +1,201 @@
+"""Rules as tables: every QoS class x NodeSLO policy x annotation, including malformed annotations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from koordlet.host.cgroup import KubeQOS
+from koordlet.qos import NodeView
+from koordlet.reporters.nrt import NodeInfo
+from koordlet.rules import cpu_qos, resources
+from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.pod import pod_from_k8s
+
+
+def slo(policy=None, lsr=None, ls=None, be=None, threshold=None):
+    qos: dict = {}
+    if policy is not None:
+        qos["policies"] = {"cpuPolicy": policy}
+    for key, cfg in (("lsrClass", lsr), ("lsClass", ls), ("beClass", be)):
+        if cfg is not None:
+            qos[key] = {"cpuQOS": cfg}
+    spec: dict = {"resourceQOSStrategy": qos}
+    if threshold:
+        spec["resourceUsedThresholdWithBE"] = threshold
+    merged, errors = merge_node_slo_spec(spec)
+    assert errors == []
+    return merged
+
+
+def pod(qos_label=None, kube="Burstable", annotations=None, labels=None, containers=()):
+    lb = dict(labels or {})
+    if qos_label is not None:
+        lb["koordinator.sh/qosClass"] = qos_label
+    spec_containers, statuses = [], []
+    for i, res in enumerate(containers):
+        spec_containers.append({"name": f"c{i}", "resources": res})
+        statuses.append({"name": f"c{i}", "containerID": f"containerd://{i:064x}"})
+    return pod_from_k8s({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": lb,
+                                      "annotations": dict(annotations or {})},
+                         "spec": {"containers": spec_containers},
+                         "status": {"qosClass": kube, "containerStatuses": statuses}})
+
+
+ALL_ON = {"enable": True}
+
+
+# --- group identity ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("label,kube,expected", [
+    ("LSE", "Guaranteed", 2), ("LSR", "Guaranteed", 2), ("LS", "Burstable", 2), ("BE", "BestEffort", -1),
+    ("SYSTEM", "Guaranteed", 2),          # SYSTEM has no class value: falls back to the k8s class
+    (None, "Guaranteed", 2), (None, "Burstable", 2), (None, "BestEffort", -1),
+    ("bogus", "Burstable", 2),            # unknown label value = no class
+])
+def test_pod_bvt_all_classes_enabled(label, kube, expected):
+    rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
+    assert cpu_qos.pod_bvt(rule, pod(label, kube)) == (expected, None)
+
+
+def test_defaults_disable_everything_and_root_dir_is_always_zero():
+    rule = cpu_qos.cpu_qos_rule(slo())
+    assert not rule.enabled
+    assert [rule.kube_dir_bvt(q) for q in KubeQOS] == [0, 0, 0]
+    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == (0, None)
+    on = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
+    assert [on.kube_dir_bvt(q) for q in KubeQOS] == [0, 2, -1]
+
+
+def test_guaranteed_without_class_uses_ls_when_lsr_is_off():
+    rule = cpu_qos.cpu_qos_rule(slo(ls={"enable": True, "groupIdentity": 1}))
+    assert cpu_qos.pod_bvt(rule, pod(None, "Guaranteed")) == (1, None)
+    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed")) == (0, None)
+
+
+def test_core_sched_policy_turns_group_identity_off():
+    rule = cpu_qos.cpu_qos_rule(slo("coreSched", lsr=ALL_ON, ls=ALL_ON, be={"enable": True, "schedIdle": 1}))
+    assert not rule.enabled and cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == (0, None)
+    assert rule.idle == {KubeQOS.GUARANTEED: 0, KubeQOS.BURSTABLE: 0, KubeQOS.BESTEFFORT: 1}
+
+
+@pytest.mark.parametrize("annotation,expected", [
+    ({"enable": True, "groupIdentity": 1}, (1, None)),
+    ({"enable": True}, (2, None)),                       # class value kept
+    ({"enable": False, "groupIdentity": 2}, (0, None)),
+    ({"groupIdentity": 2}, (0, None)),                   # enable missing = off
+])
+def test_cpu_qos_annotation_for_ls_pods(annotation, expected):
+    rule = cpu_qos.cpu_qos_rule(slo(ls=ALL_ON))
+    p = pod("LS", annotations={"koordinator.sh/cpuQOS": json.dumps(annotation)})
+    assert cpu_qos.pod_bvt(rule, p) == expected
+
+
+@pytest.mark.parametrize("raw,problem", [
+    ("{not json", "malformed"), ('{"enable": true, "groupIdentity": 7}', "-1..2"),
+    ('{"enable": "yes"}', "boolean"), ("[1]", "object"), ('{"enable": true, "groupIdentity": true}', "-1..2"),
+])
+def test_malformed_cpu_qos_annotation_keeps_the_class_value(raw, problem):
+    rule = cpu_qos.cpu_qos_rule(slo(ls=ALL_ON))
+    value, why = cpu_qos.pod_bvt(rule, pod("LS", annotations={"koordinator.sh/cpuQOS": raw}))
+    assert value == 2 and problem in why and "koordinator.sh/cpuQOS" in why
+
+
+def test_cpu_qos_annotation_ignored_for_other_classes():
+    rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, be=ALL_ON))
+    ann = {"koordinator.sh/cpuQOS": '{"enable": true, "groupIdentity": 1}'}
+    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort", annotations=ann)) == (-1, None)
+    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed", annotations={"koordinator.sh/cpuQOS": "{"})) == (2, None)
+
+
+@pytest.mark.parametrize("be,bvt_supported,expected_be", [
+    (ALL_ON, False, 1),                                 # GI wanted, kernel lacks bvt: cpu.idle stands in
+    (ALL_ON, True, None),                               # bvt works: cpu.idle untouched
+    ({"enable": False}, False, 0),                      # BE off: idle reset
+    ({"enable": True, "groupIdentity": 0}, False, 0),   # BE identity 0 is not "yield to everyone"
+])
+def test_idle_fallback(be, bvt_supported, expected_be):
+    values = cpu_qos.idle_values(cpu_qos.cpu_qos_rule(slo(be=be)), bvt_supported)
+    assert (values or {}).get(KubeQOS.BESTEFFORT) == expected_be
+
+
+def test_host_app_bvt():
+    rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
+    assert [cpu_qos.host_app_bvt(rule, q) for q in ("LSE", "LSR", "LS", "BE", "SYSTEM", "")] == [2, 2, 2, -1, 0, 0]
+
+
+# --- cpuset -------------------------------------------------------------------------------------------------
+
+VIEW = NodeView(pods=(), slo=slo(), host_apps=(), topology=None, node=NodeInfo("n"),  # type: ignore[arg-type]
+                ls_pools={0: (2, 3), 1: (6, 7)}, be_pools={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)}, system_cpus=(0,))
+
+
+def status(p):
+    return resources.resource_status(p)
+
+
+@pytest.mark.parametrize("label,kube,annotations,policy,expected", [
+    ("LSR", "Guaranteed", {"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'}, "none", "4-5"),
+    ("LSE", "Guaranteed", {"scheduling.koordinator.sh/resource-status": '{"cpuset": "5,4"}'}, "static", "4-5"),
+    ("LS", "Burstable", {}, "static", "2-3,6-7"),
+    ("LS", "Burstable", {"scheduling.koordinator.sh/resource-status":
+                         '{"numaNodeResources": [{"node": 1, "resources": {"cpu": "2"}}]}'}, "none", "6-7"),
+    ("SYSTEM", "Burstable", {}, "none", "0"),
+    ("BE", "BestEffort", {}, "none", None),            # CPU suppress owns the BE tier
+    (None, "BestEffort", {}, "none", None),
+    (None, "Guaranteed", {}, "none", "2-3,6-7"),
+    (None, "Guaranteed", {}, "static", None),           # the kubelet's static policy owns it
+])
+def test_container_cpuset(label, kube, annotations, policy, expected):
+    from dataclasses import replace
+    p = pod(label, kube, annotations)
+    assert resources.container_cpuset(p, status(p), replace(VIEW, cpu_manager_policy=policy)) == expected
+
+
+@pytest.mark.parametrize("raw", ["{", '{"cpuset": 3}', '{"cpuset": "x-y"}', '{"numaNodeResources": [{"node": "a"}]}',
+                                 "[]"])
+def test_malformed_resource_status_is_refused_with_the_key(raw):
+    with pytest.raises(ValueError, match="scheduling.koordinator.sh/resource-status"):
+        resources.resource_status(pod("LSR", "Guaranteed", {"scheduling.koordinator.sh/resource-status": raw}))
+
+
+def test_host_app_cpuset_only_for_ls():
+    assert resources.host_app_cpuset("LS", VIEW) == "2-3,6-7"
+    assert resources.host_app_cpuset("BE", VIEW) is None
+
+
+# --- batch resources ----------------------------------------------------------------------------------------
+
+BATCH = {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
+         "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"}}
+UNLIMITED = {"requests": {"kubernetes.io/batch-cpu": "250"}}
+
+
+def test_batch_container_and_pod():
+    p = pod("BE", "BestEffort", containers=(BATCH, UNLIMITED))
+    c0, c1 = p.containers
+    assert resources.batch_container(p, c0) == resources.Settings(cpu_shares=512, cfs_quota=200000,
+                                                                  memory_limit=2 << 30)
+    assert resources.batch_container(p, c1) == resources.Settings(cpu_shares=256, cfs_quota=-1, memory_limit=-1)
+    assert resources.batch_pod(p, p.containers) == resources.Settings(cpu_shares=768, cfs_quota=-1,
+                                                                      memory_limit=-1)
+    one = pod("BE", "BestEffort", containers=(BATCH,))
+    assert resources.batch_pod(one, one.containers).cfs_quota == 200000
+    assert resources.batch_pod(one, one.containers, ratio=1.25).cfs_quota == 160000
+    assert resources.batch_pod(one, one.containers, quota_enabled=False).cfs_quota == -1
+
+
+def test_batch_only_for_be_and_minimum_shares():
+    assert resources.batch_container(pod("LS", containers=(BATCH,)), pod("LS", containers=(BATCH,)).containers[0]) \
+        == resources.Settings()
+    p = pod("BE", "BestEffort", containers=({},))
+    assert resources.batch_container(p, p.containers[0]).cpu_shares == 2
+
+
+@pytest.mark.parametrize("raw,ratio,bad", [(None, 1.0, False), ("1.5", 1.5, False), ("abc", 1.0, True),
+                                           ("-2", 1.0, True), ("nan", 1.0, True)])
+def test_normalization_ratio(raw, ratio, bad):
+    value, problem = resources.normalization_ratio({} if raw is None else
+                                                   {"node.koordinator.sh/cpu-normalization-ratio": raw})
+    assert value == ratio and bool(problem) == bad

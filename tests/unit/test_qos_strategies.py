@@ -1,0 +1,200 @@
+"""CPU QoS and pod-resource strategies over fake kernel trees (an Anolis-like v1 tree with cpu.bvt_warp_ns, which
+this VM lacks) and the reconciler's isolation of a failing strategy."""
+
+from __future__ import annotations
+
+import os
+
+from koordlet.executor import Executor
+from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS
+from koordlet.host.paths import HostPaths
+from koordlet.metrics import AgentMetrics
+from koordlet.qos import NodeView
+from koordlet.qos.cpu_qos import CPUQOS
+from koordlet.qos.pod_resources import PodResources
+from koordlet.qos.reconciler import Reconciler, pools_from_annotations
+from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.hostapps import HostApp
+from koordlet.states.informer import meta_for
+from tests.unit.test_qos_rules import BATCH, pod, slo
+
+ALL_ON = {"enable": True}
+
+
+def fake_host(tmp_path, files=("cpu.bvt_warp_ns", "cpu.idle"), gi_sysctl: str | None = "0"):
+    paths = HostPaths.under(str(tmp_path))
+    cg = Cgroups(paths.cgroup_root, CgroupVersion.V1, Driver.CGROUPFS)
+    if gi_sysctl is not None:
+        os.makedirs(paths.proc("sys", "kernel"))
+        with open(paths.proc("sys", "kernel", "sched_group_identity_enabled"), "w") as f:
+            f.write(gi_sysctl + "\n")
+        with open(paths.proc("sys", "kernel", "sched_core"), "w") as f:
+            f.write("1\n")
+    return paths, cg, files
+
+
+def mkcg(cg: Cgroups, rel: str, files, cpuset: str = "0-7") -> None:
+    for sub in ("cpu", "cpuset", "memory"):
+        d = cg.path(sub, rel)
+        os.makedirs(d, exist_ok=True)
+        wanted = {"cpu": list(files) + ["cpu.shares", "cpu.cfs_quota_us"], "cpuset": ["cpuset.cpus"],
+                  "memory": ["memory.limit_in_bytes"]}[sub]
+        for f in wanted:
+            default = {"cpu.shares": "1024", "cpu.cfs_quota_us": "-1", "cpuset.cpus": cpuset,
+                       "memory.limit_in_bytes": "9223372036854771712"}.get(f, "0")
+            p = os.path.join(d, f)
+            if not os.path.exists(p):
+                with open(p, "w") as fh:
+                    fh.write(default + "\n")
+
+
+def value(cg: Cgroups, sub: str, rel: str, f: str) -> str:
+    with open(cg.path(sub, rel, f)) as fh:
+        return fh.read().strip()
+
+
+def build(cg, files, pods):
+    for q in KubeQOS:
+        mkcg(cg, cg.layout.qos_dir(q), files)
+    metas = []
+    for p in pods:
+        m = meta_for(p, cg.layout)
+        mkcg(cg, m.cgroup_dir, files)
+        for _, rel in m.containers:
+            mkcg(cg, rel, files)
+        metas.append(m)
+    return tuple(metas)
+
+
+def with_uid(p, uid):
+    from dataclasses import replace
+    return replace(p, uid=uid, name=uid)
+
+
+def test_group_identity_on_an_anolis_tree(tmp_path, caplog):
+    paths, cg, files = fake_host(tmp_path)
+    pods = [with_uid(pod("LSR", "Guaranteed", containers=({},)), "u-lsr"),
+            with_uid(pod("LS", "Burstable", containers=({},),
+                         annotations={"koordinator.sh/cpuQOS": '{"enable": true, "groupIdentity": 1}'}), "u-ls"),
+            with_uid(pod("BE", "BestEffort", containers=({},)), "u-be"),
+            with_uid(pod("LS", "Burstable", annotations={"koordinator.sh/cpuQOS": "{oops"}), "u-bad")]
+    metas = build(cg, files, pods)
+    mkcg(cg, "kubepods/besteffort/poddangling", files)
+    mkcg(cg, "host-best-effort/logagent", files)
+    view = NodeView(metas, slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON), (HostApp("logagent", "koord-batch", "BE",
+                                                                           "host-best-effort/logagent"),),
+                    None, NodeInfo("n"))  # type: ignore[arg-type]
+    strategy = CPUQOS(cg, paths)
+    assert strategy.bvt and strategy.idle
+    ex = Executor(cg)
+    strategy.reconcile(view, ex)
+    got = {m.pod.uid: (value(cg, "cpu", m.cgroup_dir, "cpu.bvt_warp_ns"),
+                       [value(cg, "cpu", rel, "cpu.bvt_warp_ns") for _, rel in m.containers]) for m in metas}
+    assert got == {"u-lsr": ("2", ["2"]), "u-ls": ("1", ["1"]), "u-be": ("-1", ["-1"]), "u-bad": ("2", [])}
+    assert [value(cg, "cpu", cg.layout.qos_dir(q), "cpu.bvt_warp_ns") for q in KubeQOS] == ["0", "2", "-1"]
+    assert value(cg, "cpu", "kubepods/besteffort/poddangling", "cpu.bvt_warp_ns") == "-1"
+    assert value(cg, "cpu", "host-best-effort/logagent", "cpu.bvt_warp_ns") == "-1"
+    # GI on: core scheduling off first, then the GI switch
+    assert open(paths.proc("sys/kernel/sched_core")).read() == "0"
+    assert open(paths.proc("sys/kernel/sched_group_identity_enabled")).read() == "1"
+    assert caplog.text.count("koordinator.sh/cpuQOS is malformed") == 1
+    assert value(cg, "cpu", "kubepods/besteffort", "cpu.idle") == "0"     # bvt works: idle left alone
+    before = len(ex.events())
+    strategy.reconcile(view, ex)
+    assert len(ex.events()) == before                                       # converged: nothing more
+    assert caplog.text.count("koordinator.sh/cpuQOS is malformed") == 1     # no log spam per cycle
+
+    # turning the classes off resets every level to 0 (the kernel switch stays on: files are the switch)
+    strategy.reconcile(NodeView(metas, slo(), view.host_apps, None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    assert value(cg, "cpu", metas[2].cgroup_dir, "cpu.bvt_warp_ns") == "0"
+    assert value(cg, "cpu", metas[2].containers[0][1], "cpu.bvt_warp_ns") == "0"
+
+
+def test_group_identity_disabled_in_rule_and_kernel_writes_nothing(tmp_path):
+    paths, cg, files = fake_host(tmp_path, gi_sysctl="0")
+    metas = build(cg, files, [pod("BE", "BestEffort")])
+    ex = Executor(cg)
+    CPUQOS(cg, paths).reconcile(NodeView(metas, slo(), (), None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    assert ex.events() == []
+
+
+def test_no_bvt_kernel_uses_cpu_idle_for_be(tmp_path):
+    paths, cg, files = fake_host(tmp_path, files=("cpu.idle",), gi_sysctl=None)
+    metas = build(cg, files, [pod("BE", "BestEffort", containers=({},))])
+    strategy = CPUQOS(cg, paths)
+    assert (strategy.bvt, strategy.idle) == (False, True)
+    ex = Executor(cg)
+    strategy.reconcile(NodeView(metas, slo(be=ALL_ON), (), None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    assert [value(cg, "cpu", cg.layout.qos_dir(q), "cpu.idle") for q in KubeQOS] == ["0", "0", "1"]
+    assert all(not str(e["file"]).endswith("bvt_warp_ns") for e in ex.events())   # never attempted
+    r = ex.update([])
+    assert r.missing == 0
+
+
+def test_pod_resources_cpuset_and_batch(tmp_path, caplog):
+    paths, cg, files = fake_host(tmp_path, files=())
+    pinned = with_uid(pod("LSR", "Guaranteed", containers=({},),
+                          annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'}), "u-lsr")
+    ls = with_uid(pod("LS", "Burstable", containers=({},)), "u-ls")
+    be = with_uid(pod("BE", "BestEffort", containers=(BATCH,)), "u-be")
+    broken = with_uid(pod("LSR", "Guaranteed", containers=({},),
+                          annotations={"scheduling.koordinator.sh/resource-status": "{"}), "u-broken")
+    metas = build(cg, files, [pinned, ls, be, broken])
+    sandbox = metas[0].cgroup_dir + "/" + "f" * 64
+    mkcg(cg, sandbox, files)
+    for m in metas:
+        with open(cg.path("cpu", m.cgroup_dir, "cpu.cfs_quota_us"), "w") as f:
+            f.write("400000\n")
+    annotations = {"node.koordinator.sh/cpu-shared-pools": '[{"socket":0,"node":0,"cpuset":"0-3"},'
+                                                           '{"socket":0,"node":1,"cpuset":"6-7"}]'}
+    view = NodeView(metas, slo(), (HostApp("nginx", "koord-prod", "LS", "host-latency-sensitive/nginx"),),
+                    None, NodeInfo("n"), **pools_from_annotations(annotations))  # type: ignore[arg-type]
+    mkcg(cg, "host-latency-sensitive/nginx", ())
+    ex = Executor(cg)
+    strategy = PodResources()
+    strategy.reconcile(view, ex)
+    lsr_c = metas[0].containers[0][1]
+    assert value(cg, "cpuset", lsr_c, "cpuset.cpus") == "4-5"
+    assert value(cg, "cpuset", sandbox, "cpuset.cpus") == "4-5"
+    assert value(cg, "cpu", lsr_c, "cpu.cfs_quota_us") == "-1"
+    assert value(cg, "cpu", metas[0].cgroup_dir, "cpu.cfs_quota_us") == "-1"
+    assert value(cg, "cpuset", metas[1].containers[0][1], "cpuset.cpus") == "0-3,6-7"
+    be_dir, be_c = metas[2].cgroup_dir, metas[2].containers[0][1]
+    assert value(cg, "cpuset", be_c, "cpuset.cpus") == "0-7"                  # untouched: suppress owns BE
+    assert (value(cg, "cpu", be_dir, "cpu.shares"), value(cg, "cpu", be_dir, "cpu.cfs_quota_us"),
+            value(cg, "memory", be_dir, "memory.limit_in_bytes")) == ("512", "200000", str(2 << 30))
+    assert value(cg, "cpu", be_c, "cpu.cfs_quota_us") == "200000"
+    # the broken pod: logged once, treated as unpinned (share pool), quota untouched
+    assert value(cg, "cpuset", metas[3].containers[0][1], "cpuset.cpus") == "0-3,6-7"
+    assert value(cg, "cpu", metas[3].cgroup_dir, "cpu.cfs_quota_us") == "400000"
+    assert caplog.text.count("u-broken") == 1 and "resource-status" in caplog.text
+    assert value(cg, "cpuset", "host-latency-sensitive/nginx", "cpuset.cpus") == "0-3,6-7"
+    n = len(ex.events())
+    strategy.reconcile(view, ex)
+    assert len(ex.events()) == n
+
+
+def test_a_failing_strategy_does_not_stop_the_others(tmp_path, caplog):
+    _, cg, _ = fake_host(tmp_path, gi_sysctl=None)
+    calls = []
+
+    class Broken:
+        name = "broken"
+
+        def reconcile(self, view, executor):
+            raise RuntimeError("boom")
+
+    class Working:
+        name = "working"
+
+        def reconcile(self, view, executor):
+            calls.append(view)
+
+    metrics = AgentMetrics("n")
+    rec = Reconciler(Executor(cg), [Broken(), Working()], metrics)
+    view = NodeView((), slo(), (), None, NodeInfo("n"))  # type: ignore[arg-type]
+    rec.run_once(view)
+    rec.run_once(view)
+    assert len(calls) == 2 and caplog.text.count("qos strategy failed name=broken") == 1
+    assert metrics.registry.get_sample_value("koordlet_qos_strategy_errors_total",
+                                             {"node": "n", "strategy": "broken"}) == 2
