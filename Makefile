@@ -27,6 +27,7 @@ bench: venv
 	$(BIN)/python bench/topology_scan.py
 	$(BIN)/python bench/nodemetric_build.py
 	$(BIN)/python bench/gpu_collect.py
+	$(BIN)/python bench/qos_reconcile.py
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
