@@ -116,6 +116,24 @@ def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metric
         strategies.append(PodResources(cpuset=config.gate("CPUSetAllocator"), batch=config.gate("BatchResource")))
     if config.gate("GroupIdentity") or config.gate("CoreSched"):
         strategies.append(CPUQOS(cgroups, paths))
+    if config.gate("CoreSched"):
+        from koordlet.host.coresched import CoreSchedKernel
+        from koordlet.qos.core_sched import CoreSched
+        strategies.append(CoreSched(CoreSchedKernel(), paths, metrics))
+    interval = config.collect_res_used_interval
+    if config.gate("BECPUSuppress") and interval > 0:
+        from koordlet.qos.cpu_suppress import CPUSuppress
+        strategies.append(CPUSuppress(cache, interval, metrics, be_cpu_manager=config.gate("BECPUManager")))
+    if config.gate("CPUBurst") and interval > 0:
+        from koordlet.qos.cpu_burst import CPUBurst
+        strategies.append(CPUBurst(cache, interval, metrics, reconcile_interval=config.reconcile_interval_seconds))
+    memory_total = sum(n.mem_total_bytes for n in topology.nodes if not n.gpu_memory)
+    if config.gate("CgroupReconcile"):
+        from koordlet.qos.memory_qos import MemoryQOS
+        strategies.append(MemoryQOS(memory_total))
+    if config.gate("SystemConfig"):
+        from koordlet.qos.system_config import SystemConfig
+        strategies.append(SystemConfig(paths, memory_total // 1024))
     return executor, Reconciler(executor, strategies, metrics, config.reconcile_interval_seconds)
 
 

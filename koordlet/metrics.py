@@ -66,6 +66,35 @@ class AgentMetrics:
             "koordlet_executor_updates", "(koordlet-py) kernel file updates by resource (cgroup file or sysctl "
             "name) and outcome: written, missing (file absent: feature or cgroup not there), error_<ERRNO>",
             ["node", "resource", "outcome"], registry=r)
+        self.qos_strategy_errors = Counter(
+            "koordlet_qos_strategy_errors", "(koordlet-py) QoS strategy cycles that failed, by strategy",
+            ["node", "strategy"], registry=r)
+        # BE CPU suppress and evictions (qos/cpu_suppress.py, qos/evict.py)
+        self.be_suppress_cpu_cores = Gauge("koordlet_be_suppress_cpu_cores", "CPU cores the BE tier is "
+                                           "suppressed to, by policy (type: cpuset | cfsQuota)", ["node", "type"],
+                                           registry=r)
+        self.be_suppress_ls_used_cpu_cores = Gauge("koordlet_be_suppress_ls_used_cpu_cores", "CPU cores used by "
+                                                   "non-BE pods when BE suppress last computed", ["node"],
+                                                   registry=r)
+        self.pod_eviction = Counter(
+            "koordlet_pod_eviction", "Pod evictions by reason (the feature gate) and result (koordlet-py "
+            "labels: evicted, failed, killed, kill_failed, would_evict)", ["node", "reason", "result"],
+            registry=r)
+        # CPU burst (qos/cpu_burst.py); reset every cycle as upstream's ResetCPUBurstCollector
+        burst = ["node", "pod_namespace", "pod_name", "container_id", "container_name"]
+        self.container_scaled_cfs_burst_us = Gauge("koordlet_container_scaled_cfs_burst_us", "cpu.cfs_burst_us "
+                                                   "set on the container", burst, registry=r)
+        self.container_scaled_cfs_quota_us = Gauge("koordlet_container_scaled_cfs_quota_us", "cpu.cfs_quota_us "
+                                                   "the container was scaled to by CPU burst", burst, registry=r)
+        # core scheduling (qos/core_sched.py)
+        self.core_sched_cookie_manage_status = Counter(
+            "koordlet_core_sched_cookie_manage_status", "Core sched cookie operations by group and status "
+            "(succeeded: created, assigned or cleared; failed: a kernel error other than an exited process)",
+            ["node", "core_sched_group", "status"], registry=r)
+        self.container_core_sched_cookie = Gauge(
+            "koordlet_container_core_sched_cookie", "The core scheduling cookie of the container (value 1)",
+            ["node", "pod_name", "pod_namespace", "pod_uid", "container_name", "container_id",
+             "core_sched_group", "core_sched_cookie"], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:

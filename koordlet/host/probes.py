@@ -77,17 +77,18 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
                 else f"not root (uid={os.geteuid()}) or {cpu_root} read-only: collection only"))
     add(_file_probe("cpu.idle (BE sched idle)", os.path.join(cpu_root, "cpu.idle"),
                     "kernel < 5.15 or no CONFIG_FAIR_GROUP_SCHED"))
-    add(_file_probe("group identity (cpu.bvt_warp_ns)", os.path.join(cpu_root, "cpu.bvt_warp_ns"),
-                    "only Alibaba Cloud Linux / Anolis kernels have it"))
+    gi_sysctl = paths.proc("sys", "kernel", "sched_group_identity_enabled")
+    if os.path.exists(gi_sysctl):
+        add(Feature("group identity (cpu.bvt_warp_ns)", True, gi_sysctl))
+    else:
+        idle = os.path.exists(os.path.join(cpu_root, "cpu.idle"))
+        add(_file_probe("group identity (cpu.bvt_warp_ns)", os.path.join(cpu_root, "cpu.bvt_warp_ns"),
+                        "only Alibaba Cloud Linux / Anolis kernels have it" +
+                        ("; BE pods get cpu.idle=1 instead" if idle else "")))
     add(_file_probe("cpu burst", os.path.join(cpu_root, "cpu.cfs_burst_us" if v1 else "cpu.max.burst"),
                     "kernel < 5.14"))
-    try:
-        coresched.get_cookie(0)
-        add(Feature("core scheduling", True, "prctl(PR_SCHED_CORE) works"))
-    except OSError as e:
-        why = {errno.EINVAL: "kernel built without CONFIG_SCHED_CORE",
-               errno.ENODEV: "no SMT siblings on this machine"}.get(e.errno, e.strerror)
-        add(Feature("core scheduling", False, f"prctl(PR_SCHED_CORE): {why}"))
+    ok, why = coresched.CoreSchedKernel().supported(paths)
+    add(Feature("core scheduling", ok, why))
 
     resctrl = paths.sys_fs("resctrl")
     flags = _cpu_flags(paths)

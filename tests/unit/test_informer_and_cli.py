@@ -4,6 +4,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from koordlet.cli import main
@@ -151,3 +152,18 @@ def test_standalone_sink_writes_atomically(tmp_path, monkeypatch):
     # no temp files left
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
         "device.yaml", "nodemetric.yaml", "noderesourcetopology.yaml"]
+
+
+def test_doctor_on_this_host_names_why_bvt_and_core_sched_are_missing():
+    """This VM (like CI) has a mainline kernel: no group identity, no core scheduling; doctor must say why."""
+    from koordlet.host.paths import HostPaths
+    paths = HostPaths("/sys/fs/cgroup/", "/sys/", "/sys/fs/", "/proc/", "/var/run/", "/run/", "/var/lib/kubelet/")
+    if os.path.exists("/proc/sys/kernel/sched_group_identity_enabled"):
+        pytest.skip("an Anolis kernel: group identity is supported here")
+    features = {f.name: f for f in probe(paths, Cgroups.detect(paths))}
+    gi = features["group identity (cpu.bvt_warp_ns)"]
+    assert not gi.supported and "Anolis" in gi.detail and "missing" in gi.detail
+    core = features["core scheduling"]
+    if core.supported:
+        pytest.skip("this kernel has core scheduling")
+    assert "PR_SCHED_CORE" in core.detail and any(w in core.detail for w in ("CONFIG_SCHED_CORE", "SMT", "EPERM"))
