@@ -24,9 +24,9 @@ Differences from upstream (the right thing, documented):
   does for an empty series.
 - The token bucket counts elapsed time in fractional seconds; upstream truncates each cycle's elapsed seconds to an
   integer, so a 0.99 s cycle earns or spends nothing.
-- Mainline kernels (5.14+) refuse ``cfs_burst_us`` above the cgroup's quota (EINVAL), which the default 1000 %
-  always exceeds. When the kernel refuses a burst above the base quota, the value is capped at the base quota from
-  then on (logged once); upstream retries the refused value every cycle.
+- The kernel refuses ``cfs_burst_us`` above the cgroup's quota (EINVAL; the rule came with the feature in 5.14 and
+  Anolis has the same), which the default 1000 % always exceeds: upstream's write then fails every cycle. We cap the
+  burst at the container's base quota (a full period of burst at the limit), so the write succeeds.
 - An unknown ``policy`` in the annotation is rejected (node config used); upstream accepts any string and treats
   it as ``none``. A pod with an empty ``status.phase`` counts as active (upstream: inactive).
 """
@@ -266,7 +266,6 @@ class CPUBurst:
         self._rng = rng if rng is not None else random.Random()
         self.limiters: dict[str, BurstLimiter] = {}        # container id -> bucket
         self._throttle: dict[str, _Throttle] = {}           # container id -> previous cpu.stat
-        self._burst_capped = False                          # kernel refuses burst > quota (mainline rule)
         self._bad = LogOnce(log, logging.WARNING)
         self._once = LogOnce(log, logging.INFO)
 
@@ -334,18 +333,10 @@ class CPUBurst:
         for container, rel in meta.containers:
             value = static_burst_us(container.resources.cpu_limit, cfg)
             base = base_quota_us(container.resources.cpu_limit)
-            if self._burst_capped and base > 0:
-                value = min(value, base)
+            if base > 0:
+                value = min(value, base)         # the kernel refuses burst > quota (EINVAL)
             result = executor.update([executor.cgroup(rel, "cpu.cfs_burst_us", value, _owner(meta, container),
                                                       REASON_CPU_BURST)])
-            if result.failed and base > 0 and value > base and not self._burst_capped:
-                self._burst_capped = True
-                log.warning("kernel refused cpu.cfs_burst_us above cpu.cfs_quota_us pod=%s container=%s "
-                            "value=%d quota=%d; capping every burst at the container's base quota from now on",
-                            pod.key, container.name, value, base)
-                value = base
-                result = executor.update([executor.cgroup(rel, "cpu.cfs_burst_us", value,
-                                                          _owner(meta, container), REASON_CPU_BURST)])
             pod_value += value
             if self._metrics is not None and not result.failed and not result.missing:
                 self._metrics.container_scaled_cfs_burst_us.labels(

@@ -246,9 +246,10 @@ def test_burst_values_written_per_policy(env):
     strategy.reconcile(env.view(spec()), env.executor)                        # policy none: writes 0
     assert env.read(app_rel, "cpu.cfs_burst_us") == "0"
     strategy.reconcile(env.view(spec(policy="cpuBurstOnly", cpuBurstPercent=150)), env.executor)
-    assert env.read(app_rel, "cpu.cfs_burst_us") == "300000"                  # 2 cores · 150 % · 100000
+    # 2 cores · 150 % · 100000 = 300000, capped at the base quota (the kernel refuses burst > quota)
+    assert env.read(app_rel, "cpu.cfs_burst_us") == "200000"
     assert env.read(side_rel, "cpu.cfs_burst_us") == "0"                      # unlimited
-    assert env.read(meta.cgroup_dir, "cpu.cfs_burst_us") == "300000"          # Σ containers
+    assert env.read(meta.cgroup_dir, "cpu.cfs_burst_us") == "200000"          # Σ containers
     # containers first, then the pod
     files = [f for f, _ in env.writes()]
     assert files.index(env.file(app_rel, "cpu.cfs_burst_us")) < files.index(
@@ -256,7 +257,7 @@ def test_burst_values_written_per_policy(env):
     text = env.metrics.registry.get_sample_value(
         "koordlet_container_scaled_cfs_burst_us",
         {"node": "n1", "pod_namespace": "default", "pod_name": "web", "container_id": A, "container_name": "app"})
-    assert text == 300000
+    assert text == 200000
     n = len(env.executor.events())
     strategy.reconcile(env.view(spec(policy="cpuBurstOnly", cpuBurstPercent=150)), env.executor)
     assert len(env.executor.events()) == n                                    # idempotent
