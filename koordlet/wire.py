@@ -84,3 +84,15 @@ GPU_LINK_NVLINK, GPU_LINK_PCIE = "NVLink", "PCIe"            # gpuLinkType ("PCI
 CONDITION_HEALTHY = "Healthy"
 # Pod annotation written by koord-scheduler at PreBind: {"gpu": [{"minor", "resources", "id"}], "rdma": [...]}.
 ANNOTATION_DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+
+# QoS enforcement (reference/qos-enforcement.md §1.2, §3): pod annotations/labels the strategies read.
+ANNOTATION_POD_CPU_QOS = "koordinator.sh/cpuQOS"              # {"enable", "groupIdentity"} (raw class LS only)
+ANNOTATION_POD_CPU_BURST = "koordinator.sh/cpuBurst"          # CPUBurstConfig overlay
+ANNOTATION_POD_MEMORY_QOS = "koordinator.sh/memoryQOS"        # {"policy": "default|none|auto", ...}
+LABEL_CORE_SCHED_GROUP_ID = "koordinator.sh/core-sched-group-id"
+LABEL_CORE_SCHED_POLICY = "koordinator.sh/core-sched-policy"  # "exclusive" | "none"
+ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"   # on the Node
+LABEL_EVICTION_ENABLED = "koordinator.sh/eviction-enabled"
+ANNOTATION_EVICTION_POLICY = "koordinator.sh/eviction-policy"
+ANNOTATION_EVICTION_PRIORITY = "koordinator.sh/eviction-priority"
+LABEL_POD_PRIORITY = "koordinator.sh/priority"

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("koordlet.qos.cpu_burst")
 
-ANNOTATION_POD_CPU_BURST = "koordinator.sh/cpuBurst"     # apis/slo/v1alpha1/pod.go AnnotationPodCPUBurst
+ANNOTATION_POD_CPU_BURST = wire.ANNOTATION_POD_CPU_BURST
 REASON_CPU_BURST = "CPUBurst"                            # upstream audit reasons
 REASON_CFS_QUOTA_BURST = "CFSQuotaBurst"
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("koordlet.qos.memory_qos")
 
-ANNOTATION_POD_MEMORY_QOS = "koordinator.sh/memoryQOS"   # apis/slo/v1alpha1/pod.go AnnotationPodMemoryQoS
+ANNOTATION_POD_MEMORY_QOS = wire.ANNOTATION_POD_MEMORY_QOS
 POLICY_DEFAULT, POLICY_NONE, POLICY_AUTO = "default", "none", "auto"
 REASON = "cgroup reconcile"
 PAGE_SIZE = mmap.PAGESIZE

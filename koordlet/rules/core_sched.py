@@ -31,8 +31,8 @@ from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 
 # Wire names (apis/slo/v1alpha1/pod.go); kept here until the lead moves them to koordlet.wire.
-LABEL_CORE_SCHED_GROUP_ID = "koordinator.sh/core-sched-group-id"
-LABEL_CORE_SCHED_POLICY = "koordinator.sh/core-sched-policy"
+LABEL_CORE_SCHED_GROUP_ID = wire.LABEL_CORE_SCHED_GROUP_ID
+LABEL_CORE_SCHED_POLICY = wire.LABEL_CORE_SCHED_POLICY
 POLICY_DEFAULT, POLICY_NONE, POLICY_EXCLUSIVE = "", "none", "exclusive"
 EXPELLER_SUFFIX = "-expeller"
 

@@ -22,7 +22,7 @@ from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 
 NONE_BVT = 0
-ANNOTATION_CPU_QOS = "koordinator.sh/cpuQOS"
+ANNOTATION_CPU_QOS = wire.ANNOTATION_POD_CPU_QOS
 
 
 @dataclass(frozen=True)
