@@ -131,6 +131,12 @@ def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metric
     if config.gate("CgroupReconcile"):
         from koordlet.qos.memory_qos import MemoryQOS
         strategies.append(MemoryQOS(memory_total))
+    evict_gates = {g for g in ("BECPUEvict", "CPUEvict", "BEMemoryEvict", "MemoryEvict", "CPUAllocatableEvict",
+                               "MemoryAllocatableEvict") if config.gate(g)}
+    if evict_gates and interval > 0:
+        from koordlet.qos.evict import Evictor
+        strategies.append(Evictor(cache, interval, metrics, gates=evict_gates, api=cluster.api if cluster else None,
+                                  node_name=config.node_name, kill_standalone=config.evict_standalone_kill))
     if config.gate("SystemConfig"):
         from koordlet.qos.system_config import SystemConfig
         strategies.append(SystemConfig(paths, memory_total // 1024))

@@ -152,6 +152,19 @@ class KubeApi:
         """PUT: with ``metadata.resourceVersion`` set the server refuses a stale object (409 Conflict)."""
         return self.request("PUT", path, body=obj)
 
+    def evict_pod(self, namespace: str, name: str, uid: str) -> dict[str, Any]:
+        """POST a ``policy/v1`` Eviction for a pod, with a UID precondition so that a pod recreated under the
+        same name is never the one evicted (the server answers 409 Conflict then). PDBs may refuse (429)."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        pods = Resource("", "v1", "pods", namespace)
+        return self.request("POST", pods.item(name, "eviction"), body=body)
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a ``core/v1`` Event in ``namespace``."""
+        return self.create(Resource("", "v1", "events", namespace), event)
+
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                 body: Any = None, content_type: str = "application/json") -> dict[str, Any]:
         response = self._send(method, path, query, body, content_type, self._timeout)

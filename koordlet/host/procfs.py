@@ -79,3 +79,30 @@ def read_process_cgroup(paths: HostPaths, pid: int) -> list[tuple[str, str]]:
         if len(parts) == 3:
             out.append((parts[1], parts[2]))
     return out
+
+
+def kill_cgroup_processes(cgroup_dir: str, sig: int = 9) -> tuple[int, list[str]]:
+    """Send ``sig`` (default SIGKILL) to every process in ``cgroup.procs`` of a cgroup directory and all its
+    descendants (a pod's containers and sandbox). Returns (signalled, problems); a process that exits in between
+    (ESRCH) is not a problem. Used by standalone eviction, where there is no API server to ask.
+
+    Raises FileNotFoundError when ``cgroup_dir`` itself does not exist (the pod has already gone)."""
+    if not os.path.isdir(cgroup_dir):
+        raise FileNotFoundError(cgroup_dir)
+    signalled, problems = 0, []
+    for dirpath, _, _ in os.walk(cgroup_dir):
+        try:
+            pids = [int(p) for p in read_bytes(os.path.join(dirpath, "cgroup.procs")).split()]
+        except (OSError, ValueError) as e:
+            if not isinstance(e, FileNotFoundError):
+                problems.append(f"{dirpath}: {e}")
+            continue
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                signalled += 1
+            except ProcessLookupError:
+                continue
+            except OSError as e:
+                problems.append(f"pid {pid}: {e.strerror or e}")
+    return signalled, problems
