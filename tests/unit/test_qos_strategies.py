@@ -198,3 +198,16 @@ def test_a_failing_strategy_does_not_stop_the_others(tmp_path, caplog):
     assert len(calls) == 2 and caplog.text.count("qos strategy failed name=broken") == 1
     assert metrics.registry.get_sample_value("koordlet_qos_strategy_errors_total",
                                              {"node": "n", "strategy": "broken"}) == 2
+
+
+def test_the_shipped_host_nodeslo_example_parses_and_resolves():
+    from koordlet.states.hostapps import resolve_host_apps
+    from koordlet.states.nodeslo import NodeSLOFile
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "systemd", "nodeslo.yaml")
+    f = NodeSLOFile(here, "my-host")
+    f.refresh()
+    assert f.errors == []
+    apps, errors = resolve_host_apps(f.spec.host_applications, Cgroups("/x", CgroupVersion.V1,
+                                                                       Driver.SYSTEMD).layout)
+    assert errors == [] and [a.cgroup_dir for a in apps] == [
+        "host-latency-sensitive/nginx", "host-best-effort/log-shipper", "system.slice/backup.service"]
