@@ -125,11 +125,18 @@ def test_throttled_container_gets_its_quota_raised(real):
     throttled = real.nr_throttled()
     assert throttled > 0
 
-    seen = []
+    seen, grew_without_throttling, stalled_while_throttled = [], [], []
+    last = real.nr_throttled()
     for _ in range(30):
+        now_throttled = real.nr_throttled()          # what the strategy is about to see, microseconds later
         real.cycle(strategy, spec)
         ctr, pod = int(real.get(real.ctr_rel, "cpu.cfs_quota_us")), int(real.get(real.pod_rel, "cpu.cfs_quota_us"))
         assert ctr <= pod                                                     # the kernel would refuse otherwise
+        if seen and ctr > seen[-1] and now_throttled == last:
+            grew_without_throttling.append(ctr)
+        if len(seen) > 1 and ctr == seen[-1] < 3 * BASE and now_throttled - last > 2:
+            stalled_while_throttled.append(ctr)
+        last = now_throttled
         if not seen or seen[-1] != ctr:
             seen.append(ctr)
         if ctr == 3 * BASE:
@@ -137,13 +144,18 @@ def test_throttled_container_gets_its_quota_raised(real):
         time.sleep(0.25)
     assert real.nr_throttled() > throttled
     assert seen[:3] == [BASE, 24000, 28800], seen                             # ×1.2 per throttled cycle
-    assert seen[-1] == 3 * BASE, seen                                         # clamped at 300 %
-    assert int(real.get(real.pod_rel, "cpu.cfs_quota_us")) == 3 * BASE
+    assert all(b == min(a * 6 // 5, 3 * BASE) for a, b in zip(seen, seen[1:])), seen
+    # The quota follows the kernel's throttling: it grows only after throttled periods and stops growing when the
+    # spinner no longer uses its quota (a busy VM can starve it before the 300 % ceiling).
+    assert grew_without_throttling == [] and stalled_while_throttled == [], (seen, grew_without_throttling,
+                                                                             stalled_while_throttled)
+    assert int(real.get(real.pod_rel, "cpu.cfs_quota_us")) >= seen[-1]
     events = [e["file"] for e in real.executor.events() if e["reason"] == "CFSQuotaBurst"]
     assert events[:2] == [real.link(real.pod_rel, "cpu.cfs_quota_us"), real.link(real.ctr_rel, "cpu.cfs_quota_us")]
 
-    after = cpu_rate(spinner)
-    assert after > 1.5 * before, (before, after)                              # the kernel gives it more CPU
+    if seen[-1] == 3 * BASE:
+        after = cpu_rate(spinner)
+        assert after > 1.5 * before, (before, after)                          # the kernel gives it more CPU
 
     mark = len(real.executor.events())
     real.cycle(strategy, slo(policy="none"))
