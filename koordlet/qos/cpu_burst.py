@@ -34,12 +34,11 @@ Differences from upstream (the right thing, documented):
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from koordlet import wire
 from koordlet.host.fs import parse_kv, read_bytes
@@ -173,15 +172,6 @@ def parse_cpu_stat(data: bytes) -> tuple[int, int]:
         raise ValueError(f"cpu.stat has no {e.args[0].decode()}") from None
 
 
-def _overlay(cls: Any, raw: Any, base: Any, path: str) -> tuple[Any, str | None]:
-    """JSON ``raw`` overlaid on ``base`` with the NodeSLO decoder's rules and checks; (value, problem)."""
-    ctx = nodeslo._Ctx(check=True)
-    value = nodeslo._decode_obj(cls, raw, base, path, ctx)
-    if ctx.errors:
-        return base, "; ".join(f"{e.path}: {e.problem}" for e in ctx.errors)
-    return value, None
-
-
 def pod_burst_config(pod: "Pod", node_cfg: CPUBurstStrategy) -> tuple[CPUBurstStrategy, str | None]:
     """The pod's CPUBurstConfig: the annotation overlaid on the node's; (node config, problem) when malformed.
 
@@ -190,14 +180,11 @@ def pod_burst_config(pod: "Pod", node_cfg: CPUBurstStrategy) -> tuple[CPUBurstSt
     text = pod.annotations.get(ANNOTATION_POD_CPU_BURST)
     if text is None:
         return node_cfg, None
-    try:
-        raw = json.loads(text)
-    except ValueError as e:
-        return node_cfg, f"not JSON: {e}"
-    if not isinstance(raw, dict):
-        return node_cfg, f"expected a JSON object, got {type(raw).__name__}"
+    raw, problem = nodeslo.json_object(text)
+    if raw is None:
+        return node_cfg, problem
     raw = {k: v for k, v in raw.items() if k != "sharePoolThresholdPercent"}
-    return _overlay(CPUBurstStrategy, raw, node_cfg, ANNOTATION_POD_CPU_BURST)
+    return nodeslo.overlay(CPUBurstStrategy, raw, node_cfg, ANNOTATION_POD_CPU_BURST)
 
 
 def pod_active(pod: "Pod") -> bool:

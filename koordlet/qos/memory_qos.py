@@ -30,7 +30,6 @@ containers, without init-container or overhead terms. When the node allocatable 
 
 from __future__ import annotations
 
-import json
 import logging
 import mmap
 from dataclasses import dataclass, fields, replace
@@ -111,27 +110,15 @@ def class_memory_qos(strategy: ResourceQOSStrategy, qos_class: str) -> MemoryQOS
     return rq.memory_qos if rq is not None and rq.memory_qos is not None else MemoryQOSCfg()
 
 
-def _overlay(cls: Any, raw: Any, base: Any, path: str) -> tuple[Any, str | None]:
-    """JSON ``raw`` overlaid on ``base`` with the NodeSLO decoder's rules and checks; (value, problem)."""
-    ctx = nodeslo._Ctx(check=True)
-    value = nodeslo._decode_obj(cls, raw, base, path, ctx)
-    if ctx.errors:
-        return base, "; ".join(f"{e.path}: {e.problem}" for e in ctx.errors)
-    return value, None
-
-
 def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> tuple[MemoryQOSCfg, str | None]:
     """The pod's memory QoS config and, when the annotation was rejected, the problem (class config used)."""
     node_cfg = class_memory_qos(strategy, pod.qos_class)
     text = pod.annotations.get(ANNOTATION_POD_MEMORY_QOS)
     if text is None:
         return node_cfg, None
-    try:
-        raw = json.loads(text)
-    except ValueError as e:
-        return node_cfg, f"not JSON: {e}"
-    if not isinstance(raw, dict):
-        return node_cfg, f"expected a JSON object, got {type(raw).__name__}"
+    raw, problem = nodeslo.json_object(text)
+    if raw is None:
+        return node_cfg, problem
     policy = raw.get("policy")
     if policy is None or policy == "":
         policy = POLICY_DEFAULT
@@ -140,13 +127,13 @@ def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> tuple[MemoryQOS
     # PodMemoryQOSConfig carries the MemoryQOS fields only: "enable" is node-level and ignored here
     overrides = {k: v for k, v in raw.items() if k not in ("policy", "enable")}
     if policy == POLICY_NONE:
-        _, problem = _overlay(MemoryQOSCfg, overrides, node_cfg, ANNOTATION_POD_MEMORY_QOS)
+        _, problem = nodeslo.overlay(MemoryQOSCfg, overrides, node_cfg, ANNOTATION_POD_MEMORY_QOS)
         return (node_cfg, problem) if problem else (NONE_MEMORY_QOS, None)
     base = node_cfg
     if policy == POLICY_AUTO:
         base = replace(class_memory_qos(default_node_slo_spec().resource_qos, pod.qos_class),
                        enable=node_cfg.enable)
-    merged, problem = _overlay(MemoryQOSCfg, overrides, base, ANNOTATION_POD_MEMORY_QOS)
+    merged, problem = nodeslo.overlay(MemoryQOSCfg, overrides, base, ANNOTATION_POD_MEMORY_QOS)
     return (node_cfg, problem) if problem else (merged, None)
 
 

@@ -683,6 +683,27 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+def json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A pod annotation that must hold a JSON object: (object, None) or (None, problem)."""
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        return None, f"not JSON: {e}"
+    if not isinstance(raw, dict):
+        return None, f"expected a JSON object, got {type(raw).__name__}"
+    return raw, None
+
+
+def overlay(cls: Any, raw: Mapping[str, Any], base: Any, path: str) -> tuple[Any, str | None]:
+    """``raw`` (a decoded JSON object) overlaid on ``base`` with the NodeSLO decoder's rules and range checks, as
+    the pod-level overrides (``koordinator.sh/cpuBurst``, ``memoryQOS``) are: (value, None), or (base, problem)."""
+    ctx = _Ctx(check=True)
+    value = _decode_obj(cls, raw, base, path, ctx)
+    if ctx.errors:
+        return base, "; ".join(f"{e.path}: {e.problem}" for e in ctx.errors)
+    return value, None
+
+
 def _check_label_key(key: str) -> None:
     parts = key.split("/")
     if len(parts) > 2:
