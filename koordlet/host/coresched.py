@@ -19,6 +19,7 @@ that implements the same primitives, so the compound operations under test are t
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import ctypes.util
 import errno
@@ -84,29 +85,30 @@ def errno_name(e: OSError) -> str:
     return errno.errorcode.get(e.errno or 0, "EIO")
 
 
-class CoreSchedOps:
+class CoreSchedOps(abc.ABC):
     """The four kernel primitives (implemented by subclasses) and the compound operations built on them."""
 
     # --- primitives ----------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def get(self, pid: int) -> int:
         """GET, thread scope (the only scope the kernel accepts): the cookie of one task; pid 0 = caller."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def create(self, pid: int, scope: int = SCOPE_THREAD_GROUP) -> None:
         """CREATE: a fresh cookie for the task (thread scope) or all its threads (thread-group scope)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def share_to(self, pid: int, scope: int = SCOPE_THREAD_GROUP) -> None:
         """SHARE_TO: push the calling thread's cookie onto the target."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def share_from(self, pid: int) -> None:
         """SHARE_FROM, thread scope: copy the target's cookie onto the calling thread."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def supported(self, paths: HostPaths) -> tuple[bool, str]:
-        raise NotImplementedError
+        """(supported, why) on this host."""
 
     # --- compound operations (never change the calling thread's cookie) ------------------------------
 
