@@ -64,6 +64,8 @@ class Update:
     resource: str = ""           # metric label: the v1 resource name ("cpu.cfs_quota_us"); default: file name
     merge: Merge = Merge.NONE
     cacheable: bool = True       # False: always read-compare (cfs-quota suppress, task lists)
+    keyed: bool = False          # the file holds one line per key ("8:16 rbps=..."): compare our key's line only
+    create: bool = False         # a plain config file we own (terway-qos): create it when missing
 
     @property
     def label(self) -> str:
@@ -126,7 +128,20 @@ RESOURCES: dict[str, _Resource] = {
     "memory.pagecache_limit.size": _Resource("memory", "memory.pagecache_limit.size"),
     "memory.pagecache_limit.sync": _Resource("memory", "memory.pagecache_limit.sync"),
     "net_cls.classid": _Resource("net_cls", None),
+    # one line per device ("<maj>:<min> <value>"): compared per device line (reference §3d "write check")
+    "blkio.throttle.read_bps_device": _Resource("blkio", None),
+    "blkio.throttle.write_bps_device": _Resource("blkio", None),
+    "blkio.throttle.read_iops_device": _Resource("blkio", None),
+    "blkio.throttle.write_iops_device": _Resource("blkio", None),
+    "blkio.cost.weight": _Resource("blkio", None),
+    "blkio.cost.qos": _Resource("blkio", None),
+    "blkio.cost.model": _Resource("blkio", None),
+    "io.max": _Resource("io", "io.max"),
+    "io.weight": _Resource("io", "io.weight"),
+    "io.cost.qos": _Resource("io", "io.cost.qos"),
+    "io.cost.model": _Resource("io", "io.cost.model"),
 }
+KEYED = frozenset(r for r in RESOURCES if r.startswith(("blkio.", "io.")))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,7 +158,23 @@ def _number(text: str) -> int | None:
     return None if n < 0 or n >= UNLIMITED_FROM else n
 
 
+def _keyed_same(current: str, wanted: str) -> bool:
+    """Files with one line per key (blkio per-device files, io.max, io.weight, io.cost.*): the key's line must
+    already carry every ``name=value`` / value field we write. A reset ("<key> 0") counts as done when the key has
+    no line at all (the kernel drops a device's line when its limits go back to unlimited)."""
+    key, _, fields = wanted.strip().partition(" ")
+    want = fields.split()
+    for line in current.splitlines():
+        k, _, rest = line.strip().partition(" ")
+        if k == key:
+            have = rest.split()
+            return all(f in have for f in want) if any("=" in f for f in want) else have == want
+    return all(f in ("0", "max") or f.endswith(("=max", "=0")) or f == "enable=0" for f in want)
+
+
 def _same(resource: str, current: str, wanted: str) -> bool:
+    if resource in KEYED:
+        return _keyed_same(current, wanted)
     cur, new = current.strip(), wanted.strip()
     if cur == new:
         return True
@@ -167,6 +198,17 @@ def _merged(merge: Merge, current: str, wanted: str) -> str:
     if cur is None or new is None:
         return "max" if current.strip().startswith("max") or wanted == "max" else "-1"
     return wanted if new >= cur else current.strip().split(" ", 1)[0]
+
+
+def _replace_file(path: str, value: str) -> None:
+    """Atomically replace a plain config file we own (readers never see it half-written), mode 0644."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -222,15 +264,18 @@ class Executor:
         """
         spec = RESOURCES[resource]
         text = str(value)
+        keyed = resource in KEYED
         if self.cgroups.version is CgroupVersion.V1:
+            if resource.startswith("io."):
+                return None
             return Update(self.cgroups.path(spec.subsystem, rel, resource), text, owner, reason, resource,
-                          spec.merge, cacheable)
+                          spec.merge, cacheable, keyed)
         if spec.v2_file is None:
             return None
         if spec.to_v2 is not None:
             text = spec.to_v2(text)
         return Update(self.cgroups.path(spec.subsystem, rel, spec.v2_file), text, owner, reason, resource,
-                      spec.merge, cacheable)
+                      spec.merge, cacheable, keyed)
 
     # --- applying ----------------------------------------------------------------------------------
 
@@ -281,6 +326,39 @@ class Executor:
             self.total.add(result)
         return result
 
+    def append(self, path: str, values: Iterable[str], owner: str, reason: str) -> Result:
+        """Add entries to a task list (resctrl ``tasks``, ``cgroup.procs``): one write() per entry on one O_APPEND
+        fd, as the kernel takes one id per write. Never cached (ids are reused); an entry that fails (task gone:
+        ESRCH) is counted, not logged; the file missing counts as missing."""
+        result = Result()
+        values = list(values)
+        if not values:
+            return result
+        with self._lock:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            except (FileNotFoundError, NotADirectoryError):
+                result.missing += 1
+                return result
+            except OSError as e:
+                self._failed(Update(path, ",".join(values), owner, reason), ",".join(values), e, result)
+                return result
+            try:
+                for v in values:
+                    try:
+                        os.write(fd, v.encode())
+                        result.written += 1
+                    except OSError:
+                        result.failed += 1
+            finally:
+                os.close(fd)
+            if result.written:
+                self._events.append(AuditEvent(self.wall(), owner, reason, path, "", f"+{result.written} ids"))
+                log.info("append file=%s ids=%d failed=%d owner=%s reason=%s", path, result.written, result.failed,
+                         owner, reason)
+            self.total.add(result)
+        return result
+
     def forget(self, prefix: str) -> None:
         """Drop cached values under a path prefix (a removed cgroup: a new one at the same path starts fresh)."""
         with self._lock:
@@ -318,6 +396,8 @@ class Executor:
         try:
             with open(u.path, "rb", buffering=0) as f:
                 return f.read().decode("utf-8", "replace").strip()
+        except FileNotFoundError if u.create else ():
+            return ""                                # a file of ours that does not exist yet
         except (FileNotFoundError, NotADirectoryError):
             self._cache.pop(u.path, None)
             result.missing += 1
@@ -329,11 +409,14 @@ class Executor:
 
     def _write(self, u: Update, value: str, old: str, result: Result, final: bool) -> None:
         try:
-            fd = os.open(u.path, os.O_WRONLY | os.O_TRUNC)
-            try:
-                os.write(fd, value.encode())
-            finally:
-                os.close(fd)
+            if u.create:
+                _replace_file(u.path, value)
+            else:
+                fd = os.open(u.path, os.O_WRONLY | os.O_TRUNC)
+                try:
+                    os.write(fd, value.encode())
+                finally:
+                    os.close(fd)
         except (FileNotFoundError, NotADirectoryError):
             self._cache.pop(u.path, None)
             result.missing += 1
