@@ -65,6 +65,8 @@ class Pod:
     memory_request_bytes: int = 0
     created: float = 0.0                  # metadata.creationTimestamp, Unix seconds (0: unknown)
     terminating: bool = False             # deletionTimestamp set, or phase Succeeded / Failed
+    pod_ip: str = ""                      # status.podIP (net QoS classifies egress by source address)
+    host_network: bool = False            # spec.hostNetwork
 
     @property
     def key(self) -> str:
@@ -220,6 +222,7 @@ def pod_from_k8s(obj: Any) -> Pod:
                    containers=tuple(containers), batch_cpu_request_milli=_batch_cpu(spec),
                    cpu_request_milli=cpu_request, memory_request_bytes=memory_request,
                    created=_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-                   terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"))
+                   terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
+                   pod_ip=str(status.get("podIP") or ""), host_network=bool(spec.get("hostNetwork")))
     except (ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: {e}") from None

@@ -190,3 +190,47 @@ def test_audit_ring_is_bounded(tmp_path):
         ex.update([Update(path, str(v), "n", "r")])
     assert [e["new"] for e in ex.events()] == ["7", "8", "9"]
     assert [e["new"] for e in ex.events(limit=1)] == ["9"]
+
+
+def test_keyed_device_lines(tmp_path):
+    cg = tree(tmp_path)
+    path = put(cg, "blkio", "kubepods/besteffort", "blkio.throttle.read_bps_device", "8:0 1048576\n8:16 2097152")
+    ex = Executor(cg)
+    same = ex.cgroup("kubepods/besteffort", "blkio.throttle.read_bps_device", "8:16 2097152", "qos", "blkio")
+    reset_absent = ex.cgroup("kubepods/besteffort", "blkio.throttle.read_bps_device", "8:32 0", "qos", "blkio")
+    assert ex.update([same, reset_absent]).unchanged == 2
+    ex.update([ex.cgroup("kubepods/besteffort", "blkio.throttle.read_bps_device", "8:0 4096", "qos", "blkio")])
+    assert read(path) == "8:0 4096"          # (a real kernel would merge the line into its table)
+    assert ex.cgroup("kubepods", "io.max", "8:0 rbps=1", "q", "b") is None          # v2-only on v1
+    (tmp_path / "v2").mkdir()
+    cg2 = tree(tmp_path / "v2", CgroupVersion.V2)
+    io_max = put(cg2, "", "kubepods", "io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max")
+    ex2 = Executor(cg2)
+    assert ex2.update([ex2.cgroup("kubepods", "io.max", "8:0 rbps=1048576", "q", "b")]).unchanged == 1
+    assert ex2.update([ex2.cgroup("kubepods", "io.max", "8:0 wbps=4096", "q", "b")]).written == 1
+    assert read(io_max) == "8:0 wbps=4096"
+    assert ex2.cgroup("kubepods", "blkio.cost.weight", "8:0 100", "q", "b") is None  # v1-only on v2
+
+
+def test_owned_files_are_created_atomically_and_compared(tmp_path):
+    cg = tree(tmp_path)
+    target = tmp_path / "terway" / "pod.json"
+    target.parent.mkdir()
+    ex = Executor(cg)
+    u = Update(str(target), '{"a": 1}', "node", "netqos", create=True)
+    assert ex.update([u]).written == 1 and target.read_text() == '{"a": 1}'
+    assert Executor(cg).update([u]).unchanged == 1                    # a restart finds it in place
+    assert [p.name for p in target.parent.iterdir()] == ["pod.json"]  # no temp file left behind
+    assert Executor(cg).update([Update(str(tmp_path / "nodir" / "x"), "1", "n", "r", create=True)]).missing == 1
+
+
+def test_append_one_id_per_write(tmp_path):
+    cg = tree(tmp_path)
+    tasks = tmp_path / "tasks"
+    tasks.write_text("")
+    ex = Executor(cg)
+    r = ex.append(str(tasks), ["11", "12"], "pod ns/p", "resctrl")
+    assert r.written == 2 and tasks.read_text() == "1112"           # a plain file just concatenates the writes
+    assert ex.events()[-1]["new"] == "+2 ids"
+    assert ex.append(str(tmp_path / "gone" / "tasks"), ["1"], "p", "r").missing == 1
+    assert ex.append(str(tasks), [], "p", "r").written == 0
