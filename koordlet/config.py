@@ -228,6 +228,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("proc-root-dir", parse_path, "/proc/", "procfs root (hostPID is assumed)"),
     Option("var-run-root-dir", parse_path, None, "host /var/run (default /host-var-run/ or /var/run/)"),
     Option("run-root-dir", parse_path, None, "host /run (default /host-run/ or /run/)"),
+    Option("terway-qos-dir", parse_path, None, "where terway-qos reads its config (netQOSPolicy terway-qos; default "
+           "/host-var-lib/terway/qos/ or /var/lib/terway/qos/)"),
     Option("var-lib-kubelet-dir", parse_path, "/var/lib/kubelet/", "kubelet state dir"),
     Option("cgroup-driver", choice("auto", "cgroupfs", "systemd"), "auto", "naming of the kubepods cgroup tree"),
     Option("pod-source", choice("auto", "kubelet", "apiserver", "standalone"), "auto",
@@ -280,8 +282,10 @@ OPTIONS: tuple[Option, ...] = (
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 
 DS_ROOTS = {"cgroup-root-dir": "/host-cgroup/", "sys-root-dir": "/host-sys/", "sys-fs-root-dir": "/host-sys-fs/",
+            "terway-qos-dir": "/host-var-lib/terway/qos/",
             "var-run-root-dir": "/host-var-run/", "run-root-dir": "/host-run/"}
 HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sys-fs-root-dir": "/sys/fs/",
+              "terway-qos-dir": "/var/lib/terway/qos/",
               "var-run-root-dir": "/var/run/", "run-root-dir": "/run/"}
 
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
@@ -305,6 +309,7 @@ class Config:
     proc_root_dir: str
     var_run_root_dir: str
     run_root_dir: str
+    terway_qos_dir: str
     var_lib_kubelet_dir: str
     cgroup_driver: str
     pod_source: str
