@@ -116,6 +116,9 @@ def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metric
         strategies.append(PodResources(cpuset=config.gate("CPUSetAllocator"), batch=config.gate("BatchResource")))
     if config.gate("GroupIdentity") or config.gate("CoreSched"):
         strategies.append(CPUQOS(cgroups, paths))
+    if config.gate("RdtResctrl"):
+        from koordlet.qos.resctrl import Resctrl
+        strategies.append(Resctrl(paths, metrics, pod_level=config.gate("Resctrl")))
     if config.gate("CoreSched"):
         from koordlet.host.coresched import CoreSchedKernel
         from koordlet.qos.core_sched import CoreSched

@@ -200,6 +200,11 @@ def _merged(merge: Merge, current: str, wanted: str) -> str:
     return wanted if new >= cur else current.strip().split(" ", 1)[0]
 
 
+def _one_line(text: str) -> str:
+    """Multi-line values (schemata, per-device tables) on one log line."""
+    return text.strip().replace("\n", "\\n")
+
+
 def _replace_file(path: str, value: str) -> None:
     """Atomically replace a plain config file we own (readers never see it half-written), mode 0644."""
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -434,7 +439,8 @@ class Executor:
         if self._bad.forget(u.path):
             log.info("write recovered file=%s", u.path)
         self._events.append(AuditEvent(self.wall(), u.owner, u.reason, u.path, old, value))
-        log.info("write file=%s old=%s new=%s owner=%s reason=%s%s", u.path, old, value, u.owner, u.reason,
+        log.info("write file=%s old=%s new=%s owner=%s reason=%s%s", u.path, _one_line(old), _one_line(value),
+                 u.owner, u.reason,
                  "" if final else " step=loosen-parent")
 
     def _failed(self, u: Update, value: str, e: OSError, result: Result) -> None:

@@ -95,6 +95,21 @@ class AgentMetrics:
             "koordlet_container_core_sched_cookie", "The core scheduling cookie of the container (value 1)",
             ["node", "pod_name", "pod_namespace", "pod_uid", "container_name", "container_id",
              "core_sched_group", "core_sched_cookie"], registry=r)
+        self.blkio_block_errors = Counter(
+            "koordlet_blkio_block_errors", "(koordlet-py) blkio QoS blocks skipped because they did not resolve to "
+            "a disk, counted per reconcile cycle, by block type", ["node", "block_type"], registry=r)
+        # resctrl (qos/resctrl.py)
+        self.resctrl_pods_without_group = Gauge(
+            "koordlet_resctrl_pods_without_group", "(koordlet-py) pods with a node.koordinator.sh/resctrl "
+            "annotation running in their class group because every CLOSID is in use", ["node"], registry=r)
+        self.resctrl_closid_exhausted = Counter(
+            "koordlet_resctrl_closid_exhausted", "(koordlet-py) times a pod-level resctrl group could not be "
+            "created because every CLOSID was in use (once per pod and episode)", ["node"], registry=r)
+        # net QoS (qos/net_qos.py): tc changes are netlink requests, not executor writes
+        self.net_qos_tc_operations = Counter(
+            "koordlet_net_qos_tc_operations", "(koordlet-py) tc changes made over netlink by net QoS, by operation "
+            "(root, del-root, add-class, change-class, del-class, add-u32, add-cgroup, del-filter) and outcome "
+            "(written, error_<ERRNO>)", ["node", "op", "outcome"], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:

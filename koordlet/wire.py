@@ -96,3 +96,4 @@ LABEL_EVICTION_ENABLED = "koordinator.sh/eviction-enabled"
 ANNOTATION_EVICTION_POLICY = "koordinator.sh/eviction-policy"
 ANNOTATION_EVICTION_PRIORITY = "koordinator.sh/eviction-priority"
 LABEL_POD_PRIORITY = "koordinator.sh/priority"
+ANNOTATION_POD_RESCTRL = "node.koordinator.sh/resctrl"      # {"llc": {...}, "mb": {...}} pod-level resctrl group

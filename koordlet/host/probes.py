@@ -23,16 +23,6 @@ class Feature:
     detail: str
 
 
-def _cpu_flags(paths: HostPaths) -> set[str]:
-    try:
-        for line in read_text(paths.proc("cpuinfo")).splitlines():
-            if line.startswith("flags"):
-                return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
 def _file_probe(name: str, path: str, what: str) -> Feature:
     if not os.path.exists(path):
         return Feature(name, False, f"{path} missing: {what}")
@@ -90,14 +80,9 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
     ok, why = coresched.CoreSchedKernel().supported(paths)
     add(Feature("core scheduling", ok, why))
 
-    resctrl = paths.sys_fs("resctrl")
-    flags = _cpu_flags(paths)
-    if os.path.exists(os.path.join(resctrl, "info", "L3", "cbm_mask")):
-        add(Feature("resctrl (LLC/MB)", True, f"{resctrl} mounted; mba={'yes' if 'mba' in flags else 'no'}"))
-    elif "cat_l3" in flags:
-        add(Feature("resctrl (LLC/MB)", False, f"CPU has cat_l3 but {resctrl} is not mounted"))
-    else:
-        add(Feature("resctrl (LLC/MB)", False, "CPU exposes no cat_l3 (no RDT/PQoS, typical of VMs)"))
+    from koordlet.host import resctrl
+    ok, why = resctrl.supported(paths, cgroups)
+    add(Feature("resctrl (LLC/MB)", ok, why))
 
     try:
         os.close(perf.perf_event_open(perf.PERF_TYPE_HARDWARE, perf.PERF_COUNT_HW_CPU_CYCLES, 0, -1))
