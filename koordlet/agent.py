@@ -140,6 +140,13 @@ def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metric
         from koordlet.qos.evict import Evictor
         strategies.append(Evictor(cache, interval, metrics, gates=evict_gates, api=cluster.api if cluster else None,
                                   node_name=config.node_name, kill_standalone=config.evict_standalone_kill))
+    if config.gate("BlkIOReconcile"):
+        from koordlet.qos.blkio import BlkIO
+        strategies.append(BlkIO(paths, metrics))
+    if config.gate("TCNetworkQoS") or config.gate("TerwayQoS"):
+        from koordlet.qos.net_qos import NetQOS
+        strategies.append(NetQOS(paths, metrics, tc=config.gate("TCNetworkQoS"), terway=config.gate("TerwayQoS"),
+                                 terway_dir=config.terway_qos_dir))
     if config.gate("SystemConfig"):
         from koordlet.qos.system_config import SystemConfig
         strategies.append(SystemConfig(paths, memory_total // 1024))

@@ -206,7 +206,9 @@ def _one_line(text: str) -> str:
 
 
 def _replace_file(path: str, value: str) -> None:
-    """Atomically replace a plain config file we own (readers never see it half-written), mode 0644."""
+    """Atomically replace a plain config file we own (readers never see it half-written), mode 0644; its directory
+    is created when missing."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -363,6 +365,27 @@ class Executor:
                          owner, reason)
             self.total.add(result)
         return result
+
+    def remove(self, path: str, owner: str, reason: str) -> bool:
+        """Delete a plain config file we own (a policy turned off); audited like a write. True if it existed."""
+        with self._lock:
+            self._cache.pop(path, None)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                self._failed(Update(path, "", owner, reason), "<remove>", e, Result())
+                return False
+            self._events.append(AuditEvent(self.wall(), owner, reason, path, "<file>", "<removed>"))
+            log.info("remove file=%s owner=%s reason=%s", path, owner, reason)
+            return True
+
+    def record(self, owner: str, reason: str, target: str, old: str, new: str) -> None:
+        """Audit a change made through another kernel interface (netlink, prctl), so /events shows every change
+        the agent makes, not only file writes."""
+        with self._lock:
+            self._events.append(AuditEvent(self.wall(), owner, reason, target, old, new))
 
     def forget(self, prefix: str) -> None:
         """Drop cached values under a path prefix (a removed cgroup: a new one at the same path starts fresh)."""

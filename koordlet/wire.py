@@ -97,3 +97,5 @@ ANNOTATION_EVICTION_POLICY = "koordinator.sh/eviction-policy"
 ANNOTATION_EVICTION_PRIORITY = "koordinator.sh/eviction-priority"
 LABEL_POD_PRIORITY = "koordinator.sh/priority"
 ANNOTATION_POD_RESCTRL = "node.koordinator.sh/resctrl"      # {"llc": {...}, "mb": {...}} pod-level resctrl group
+ANNOTATION_POD_NETWORK_QOS = "koordinator.sh/networkQOS"    # {"ingressLimit": "10M", "egressLimit": "20M"} bits/s
+ANNOTATION_POD_BLKIO_QOS = "koordinator.sh/blkioQOS"        # {"blocks": [{"name", "type": "podvolume", "ioCfg"}]}

@@ -80,9 +80,13 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
     ok, why = coresched.CoreSchedKernel().supported(paths)
     add(Feature("core scheduling", ok, why))
 
-    from koordlet.host import resctrl
+    from koordlet.host import blockdev, netlink, resctrl
     ok, why = resctrl.supported(paths, cgroups)
     add(Feature("resctrl (LLC/MB)", ok, why))
+    ok, why = blockdev.supported(paths, cgroups)
+    add(Feature("blkio QoS", ok, why))
+    ok, why = netlink.supported(paths, cgroups)
+    add(Feature("net QoS (tc/HTB)", ok, why))
 
     try:
         os.close(perf.perf_event_open(perf.PERF_TYPE_HARDWARE, perf.PERF_COUNT_HW_CPU_CYCLES, 0, -1))
@@ -109,17 +113,11 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
     if v1:
         add(_file_probe("memory QoS (memory.min)", os.path.join(mem_root, "memory.min"),
                         "cgroup v1 has memory.min only on Anolis kernels"))
-        add(_file_probe("blkio throttle", os.path.join(cgroups.path("blkio", ""),
-                                                        "blkio.throttle.read_bps_device"), "no blkio throttling"))
-        add(_file_probe("net_cls classid", os.path.join(cgroups.path("net_cls", ""), "net_cls.classid"),
-                        "net_cls controller not mounted"))
     else:
         kube = cgroups.path("", cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
         add(Feature("memory QoS (memory.min)", "memory" in read_text_or_empty(
             os.path.join(cgroups.root, "cgroup.subtree_control")), "memory controller delegated to children"
             f" ({kube})"))
-        add(Feature("io.max / io.weight", "io" in read_text_or_empty(
-            os.path.join(cgroups.root, "cgroup.subtree_control")), "io controller in cgroup.subtree_control"))
     return features
 
 

@@ -221,7 +221,12 @@ def test_owned_files_are_created_atomically_and_compared(tmp_path):
     assert ex.update([u]).written == 1 and target.read_text() == '{"a": 1}'
     assert Executor(cg).update([u]).unchanged == 1                    # a restart finds it in place
     assert [p.name for p in target.parent.iterdir()] == ["pod.json"]  # no temp file left behind
-    assert Executor(cg).update([Update(str(tmp_path / "nodir" / "x"), "1", "n", "r", create=True)]).missing == 1
+    assert Executor(cg).update([Update(str(tmp_path / "newdir" / "x"), "1", "n", "r", create=True)]).written == 1
+    assert (tmp_path / "newdir" / "x").read_text() == "1"                # its directory is ours too
+    ex = Executor(cg)
+    assert ex.remove(str(target), "node", "policy off") and not target.exists()
+    assert not ex.remove(str(target), "node", "policy off")
+    assert ex.events()[-1]["new"] == "<removed>"
 
 
 def test_append_one_id_per_write(tmp_path):
