@@ -28,6 +28,8 @@ bench: venv
 	$(BIN)/python bench/nodemetric_build.py
 	$(BIN)/python bench/gpu_collect.py
 	$(BIN)/python bench/qos_reconcile.py
+	$(BIN)/python bench/resctrl_cycle.py
+	$(BIN)/python bench/tc_reconcile.py
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
