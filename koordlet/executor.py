@@ -200,6 +200,11 @@ def _merged(merge: Merge, current: str, wanted: str) -> str:
     return wanted if new >= cur else current.strip().split(" ", 1)[0]
 
 
+def _cache_key(u: Update) -> str:
+    """One cache entry per file, or per device line of a keyed file (N devices in one file: N entries)."""
+    return f"{u.path} {u.value.split(' ', 1)[0]}" if u.keyed else u.path
+
+
 def _one_line(text: str) -> str:
     """Multi-line values (schemata, per-device tables) on one log line."""
     return text.strip().replace("\n", "\\n")
@@ -317,7 +322,7 @@ class Executor:
                     if current is None:
                         continue
                     if _same(u.resource or u.path, current, u.value):
-                        self._remember(u.path, u.value)
+                        self._remember(u, u.value)
                         result.unchanged += 1
                         continue
                     if depth < last:          # leaves have no children to keep room for
@@ -408,7 +413,7 @@ class Executor:
         if current is None:
             return
         if _same(u.resource or u.path, current, value):
-            self._remember(u.path, value)
+            self._remember(u, value)
             result.unchanged += 1
             return
         self._write(u, value, current, result, final)
@@ -417,7 +422,7 @@ class Executor:
         """The cache says this exact value was verified in place less than force_refresh ago."""
         if not u.cacheable:
             return False
-        cached = self._cache.get(u.path)
+        cached = self._cache.get(_cache_key(u))
         return cached is not None and cached.value == value and self.clock() - cached.at < self.force_refresh
 
     def _current(self, u: Update, result: Result) -> str | None:
@@ -427,7 +432,7 @@ class Executor:
         except FileNotFoundError if u.create else ():
             return ""                                # a file of ours that does not exist yet
         except (FileNotFoundError, NotADirectoryError):
-            self._cache.pop(u.path, None)
+            self._cache.pop(_cache_key(u), None)
             result.missing += 1
             self._count("missing", u)
             return None
@@ -446,7 +451,7 @@ class Executor:
                 finally:
                     os.close(fd)
         except (FileNotFoundError, NotADirectoryError):
-            self._cache.pop(u.path, None)
+            self._cache.pop(_cache_key(u), None)
             result.missing += 1
             self._count("missing", u)
             return
@@ -456,9 +461,9 @@ class Executor:
         result.written += 1
         self._count("written", u)
         if final:
-            self._remember(u.path, value)
+            self._remember(u, value)
         else:
-            self._cache.pop(u.path, None)
+            self._cache.pop(_cache_key(u), None)
         if self._bad.forget(u.path):
             log.info("write recovered file=%s", u.path)
         self._events.append(AuditEvent(self.wall(), u.owner, u.reason, u.path, old, value))
@@ -467,15 +472,15 @@ class Executor:
                  "" if final else " step=loosen-parent")
 
     def _failed(self, u: Update, value: str, e: OSError, result: Result) -> None:
-        self._cache.pop(u.path, None)
+        self._cache.pop(_cache_key(u), None)
         result.failed += 1
         name = errno.errorcode.get(e.errno or 0, "EIO")
         self._count(f"error_{name}", u)
         self._bad(u.path, "write failed file=%s value=%s owner=%s reason=%s error=%s; retrying next cycle",
                   u.path, value, u.owner, u.reason, e.strerror or e)
 
-    def _remember(self, path: str, value: str) -> None:
-        self._cache[path] = _Cached(value, self.clock())
+    def _remember(self, u: Update, value: str) -> None:
+        self._cache[_cache_key(u)] = _Cached(value, self.clock())
 
     def _count(self, outcome: str, u: Update) -> None:
         if self.metrics is not None:

@@ -239,3 +239,18 @@ def test_append_one_id_per_write(tmp_path):
     assert ex.events()[-1]["new"] == "+2 ids"
     assert ex.append(str(tmp_path / "gone" / "tasks"), ["1"], "p", "r").missing == 1
     assert ex.append(str(tasks), [], "p", "r").written == 0
+
+
+def test_keyed_lines_are_cached_per_device(tmp_path):
+    cg = tree(tmp_path)
+    path = put(cg, "blkio", "kubepods/besteffort", "blkio.throttle.write_bps_device", "8:0 100\n8:16 200")
+    clock = Clock()
+    ex = Executor(cg, clock=clock)
+    both = [ex.cgroup("kubepods/besteffort", "blkio.throttle.write_bps_device", v, "qos", "blkio")
+            for v in ("8:0 100", "8:16 200")]
+    assert ex.update(both).unchanged == 2
+    with open(path, "w") as f:           # changed behind our back: both devices are trusted until the refresh
+        f.write("8:0 1\n8:16 2")
+    assert ex.update(both).unchanged == 2
+    clock.t += 61
+    assert ex.update(both).written == 2
