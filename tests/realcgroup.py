@@ -136,3 +136,12 @@ def proc_rss_anon(pid: int) -> int:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no RssAnon")
+
+
+def cpus_allowed(pid: int) -> str:
+    """The kernel's Cpus_allowed_list of a task (what a cpuset change must show)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    raise AssertionError("no Cpus_allowed_list")

@@ -19,7 +19,7 @@ import pytest
 from koordlet import config as configmod
 from koordlet.agent import Agent
 from koordlet.executor import Executor
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS
+from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
 from koordlet.host.paths import HostPaths
 from koordlet.qos import NodeView
 from koordlet.qos.cpu_qos import CPUQOS
@@ -27,7 +27,7 @@ from koordlet.qos.pod_resources import PodResources
 from koordlet.reporters.nrt import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds
+from tests.realcgroup import BUSY, IDLE, cpus_allowed, proc_cpu_seconds
 from tests.unit.test_qos_rules import slo
 from tests.waits import wait_for
 
@@ -49,14 +49,6 @@ def k8s_pod(uid: str, qos_label: str, kube: str, cid: str, annotations: dict | N
 def host(tree):
     paths = HostPaths(tree.link_root, "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
     return paths, Cgroups(tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
-
-
-def cpus_allowed(pid: int) -> str:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Cpus_allowed_list:"):
-                return line.split(":", 1)[1].strip()
-    raise AssertionError("no Cpus_allowed_list")
 
 
 def kernel(tree, sub: str, rel: str, file: str) -> str:

@@ -25,7 +25,7 @@ from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
 from koordlet.topology import format_cpu_list
-from tests.realcgroup import BUSY, IDLE
+from tests.realcgroup import BUSY, IDLE, cpus_allowed
 
 pytestmark = pytest.mark.root
 
@@ -49,14 +49,6 @@ def slo(**threshold):
 def kernel(tree, sub: str, rel: str, file: str) -> str:
     with open(tree.real(sub, os.path.join(rel, file))) as f:
         return f.read().strip()
-
-
-def cpus_allowed(pid: int) -> str:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Cpus_allowed_list:"):
-                return line.split(":", 1)[1].strip()
-    raise AssertionError("no Cpus_allowed_list")
 
 
 def be_cores(tree, seconds: float) -> float:
