@@ -318,8 +318,12 @@ class Cgroups:
 
     def subdirs(self, rel: str) -> list[str]:
         """Names of the child cgroups of rel ([] when rel does not exist)."""
+        return self.children("cpu", rel)
+
+    def children(self, subsystem: str, rel: str) -> list[str]:
+        """Names of the child cgroups of rel in one subsystem (v1) or the unified tree ([] when rel is absent)."""
         try:
-            with os.scandir(self.listing_dir(rel)) as it:
+            with os.scandir(self.path(subsystem, rel)) as it:
                 return [e.name for e in it if e.is_dir(follow_symlinks=False)]
         except OSError:
             return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from koordlet.host.fs import read_bytes
 from koordlet.host.paths import HostPaths
 
@@ -9,6 +11,11 @@ from koordlet.host.paths import HostPaths
 def sysctl_path(paths: HostPaths, name: str) -> str:
     """``kernel.sched_core`` or ``kernel/sched_core`` -> <proc root>/sys/kernel/sched_core."""
     return paths.proc("sys", *name.replace(".", "/").split("/"))
+
+
+def has_sysctl(paths: HostPaths, name: str) -> bool:
+    """Does this kernel offer the tunable (whether or not it can be read right now)?"""
+    return os.path.exists(sysctl_path(paths, name))
 
 
 def read_sysctl(paths: HostPaths, name: str) -> str | None:

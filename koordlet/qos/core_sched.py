@@ -58,6 +58,7 @@ from koordlet import wire
 from koordlet.executor import Update
 from koordlet.host import coresched as hc
 from koordlet.host.paths import HostPaths
+from koordlet.host.sysctl import has_sysctl
 from koordlet.logutil import LogOnce
 from koordlet.rules.core_sched import core_sched_rule, pod_group
 
@@ -181,8 +182,8 @@ class CoreSched:
     def _switch_on(self, executor: "Executor") -> tuple[bool, str]:
         if self._knobs is None:        # which switch files this kernel has does not change while it runs
             features = hc.read_sched_features(self.paths)
-            self._knobs = (os.path.exists(self.paths.proc(hc.SYSCTL_GROUP_IDENTITY)),
-                           os.path.exists(self.paths.proc(hc.SYSCTL_SCHED_CORE)),
+            self._knobs = (has_sysctl(self.paths, hc.SYSCTL_GROUP_IDENTITY.removeprefix("sys/")),
+                           has_sysctl(self.paths, hc.SYSCTL_SCHED_CORE.removeprefix("sys/")),
                            features is not None and bool(features & {hc.FEATURE_CORE_SCHED,
                                                                      hc.FEATURE_NO_CORE_SCHED}))
         has_gi, has_sched_core, has_feature = self._knobs

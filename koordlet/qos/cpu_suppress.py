@@ -510,12 +510,7 @@ class CPUSuppress:
             out.append((depth, rel))
             if depth >= max_depth:
                 return
-            try:
-                with os.scandir(cgroups.path("cpuset", rel)) as it:
-                    names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
-            except OSError:
-                return
-            for name in names:
+            for name in sorted(cgroups.children("cpuset", rel)):
                 walk(f"{rel}/{name}", depth + 1)
 
         walk(root, 0)

@@ -47,9 +47,8 @@ Beyond upstream (documented differences):
 Writes: tc changes go through :class:`koordlet.host.netlink.TC` (netlink is not a file, so not through the
 executor); each is one log line (``tc write op=... dev=...``) and counted in
 ``koordlet_net_qos_tc_operations``. ``net_cls.classid`` and the Terway files go through the executor
-(``Update(..., create=True)`` for the files). Removing the Terway files (policy not terway-qos) is an
-``os.unlink`` done here, logged like a write, followed by ``executor.forget`` so a later re-enable writes again;
-the executor has no removal operation yet.
+(``Update(..., create=True)`` for the files, ``executor.remove`` when the policy is not terway-qos); tc changes are
+also recorded in the executor's audit trail (``executor.record``), so ``/events`` shows them.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ from koordlet.host.cgroup import CgroupVersion, Cgroups
 from koordlet.host.fs import read_bytes, read_text
 from koordlet.host.paths import HostPaths
 from koordlet.host.resctrl import (MB_MAX_AMD, ResctrlInfo, ResctrlKernel, detect, is_no_space, list_groups,
-                                   parse_schemata, schemata_line)
+                                   mounted, parse_schemata, schemata_line)
 from koordlet.logutil import LogOnce
 from koordlet.qos import NodeView, pod_owner
 from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
@@ -383,7 +383,7 @@ class Resctrl:
 
     def _ensure(self, now: float) -> ResctrlInfo | None:
         if self.info is not None:
-            if os.path.exists(os.path.join(self.info.root, "schemata")):
+            if mounted(self.info.root):
                 return self.info
             log.warning("resctrl root disappeared (unmounted?) root=%s; probing again", self.info.root)
             self.info, self._probed = None, None
