@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test venv bench clean
+.PHONY: run test venv bench proto clean
 
 $(BIN)/koordlet: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ bench: venv
 	$(BIN)/python bench/qos_reconcile.py
 	$(BIN)/python bench/resctrl_cycle.py
 	$(BIN)/python bench/tc_reconcile.py
+
+# Regenerate proto/*_pb2*.py from the .proto sources (grpcio-tools from the test extra).
+proto: venv
+	$(BIN)/python proto/generate.py
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from koordlet.collectors.usage import CycleResult, UsageCollection
 from koordlet.config import Config
-from koordlet.host.cgroup import Cgroups
+from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import Topology, read_topology
 from koordlet.logutil import LogOnce
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
     from koordlet.states.kubelet import KubeletClient
     from koordlet.states.watcher import ObjectWatcher
+    from nri_plugin.plugin import NRIPlugin
 
 log = logging.getLogger("koordlet")
 
@@ -153,6 +154,33 @@ def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metric
     return executor, Reconciler(executor, strategies, metrics, config.reconcile_interval_seconds)
 
 
+def build_nri(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics,
+              agent: "Agent") -> "NRIPlugin":
+    """The NRI plugin with hooks owning what the feature gates give the agent (the reconciler's rules)."""
+    from nri_plugin.hooks import HookFeatures, Hooks
+    from nri_plugin.plugin import NRIPlugin, PluginSettings
+    socket = config.runtime_hooks_nri_socket_path
+    if not os.path.isabs(socket):
+        socket = os.path.join(paths.var_run_root, socket)
+    try:
+        settings = PluginSettings(socket_path=socket, name=config.runtime_hooks_nri_plugin_name,
+                                  index=config.runtime_hooks_nri_plugin_index,
+                                  hook_budget=config.runtime_hooks_nri_hook_budget,
+                                  backoff_max=config.runtime_hooks_nri_backoff_cap)
+    except ValueError as e:
+        raise StartupError(str(e)) from None
+    features = HookFeatures(cpuset=config.gate("CPUSetAllocator"), batch=config.gate("BatchResource"),
+                            group_identity=config.gate("GroupIdentity"), resctrl=config.gate("RdtResctrl"),
+                            resctrl_pods=config.gate("Resctrl"), core_sched=config.gate("CoreSched"),
+                            oom_score_adj=config.gate("OOMScoreAdj"))
+    kubepods = cgroups.layout.qos_dir(KubeQOS.GUARANTEED)
+    reconciler = agent.reconciler
+    hooks = Hooks(features, cgroups.layout, agent.nri_view, executor=agent.executor,
+                  bvt=cgroups.has_file("cpu", kubepods, "cpu.bvt_warp_ns"), resctrl_root=paths.sys_fs("resctrl"),
+                  nudge=reconciler.nudge if reconciler is not None else None)
+    return NRIPlugin(settings, hooks, metrics)
+
+
 @dataclass
 class Cluster:
     """The agent's link to the API server: watches of this node's objects and the report writers."""
@@ -209,11 +237,13 @@ class Agent:
     rdma: "list[RdmaDevice] | None" = None            # with the RDMADevices gate (re-read with the topology)
     executor: "Executor | None" = None                # the only kernel writer (None: enforcement off)
     reconciler: "Reconciler | None" = None            # QoS strategies (None: enforcement off)
+    nri: "NRIPlugin | None" = None                    # NRI plugin (enable-nri-runtime-hook, root only)
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
     _slo: tuple[Any, NodeSLOSpec, list[HostApp]] | None = None
     _pools: tuple[Any, dict[str, Any]] | None = None
+    _nri_view: "tuple[float, NodeView | None]" = (float("-inf"), None)
 
     # --- what the agent knows about its node ------------------------------------------------------------
 
@@ -291,6 +321,16 @@ class Agent:
             return node_allocatable(obj) if obj else None
         memory = sum(n.mem_total_bytes for n in self.topology.nodes if not n.gpu_memory)
         return Resources(1000 * len(self.topology.online), memory)
+
+    def nri_view(self) -> "NodeView | None":
+        """What the NRI hooks decide from: the reconciler's latest view (no extra work on the container path);
+        with enforcement off, a view built at most once per second."""
+        if self.reconciler is not None:
+            return self.reconciler.last_view
+        now = time.monotonic()
+        if now - self._nri_view[0] >= 1.0:
+            self._nri_view = (now, self.qos_view())
+        return self._nri_view[1]
 
     def qos_view(self) -> "NodeView | None":
         """The snapshot the QoS strategies decide from; None until the pods have been synced once (deciding on an
@@ -400,6 +440,8 @@ class Agent:
         if config.reconcile_interval_seconds > 0 and os.geteuid() == 0:
             agent.executor, agent.reconciler = build_enforcement(config, paths, cgroups, metrics, cache, topology,
                                                                  cluster)
+        if config.enable_nri_runtime_hook and os.geteuid() == 0:
+            agent.nri = build_nri(config, paths, cgroups, metrics, agent)
         return agent
 
     # --- one cycle (also used by `run --once`) -----------------------------------------------------------
@@ -450,6 +492,8 @@ class Agent:
         self.informer.sync()
         for t in threads:
             t.start()
+        if self.nri is not None:
+            self.nri.start()
         server.start()
         if on_ready:
             on_ready()
@@ -465,6 +509,10 @@ class Agent:
                     last_trim = now
         finally:
             server.stop()
+            if self.nri is not None:
+                self.nri.stop()
+            if self.reconciler is not None:
+                self.reconciler.nudge()          # ends its wait; it sees stop and returns
             if pleg:
                 pleg.stop()
             for watcher in self.cluster.watchers if self.cluster else ():

@@ -273,6 +273,17 @@ OPTIONS: tuple[Option, ...] = (
            "a cached cgroup/sysctl value is re-read from the kernel (and repaired) after this long"),
     Option("evict-standalone-kill", parse_bool, False,
            "standalone (no API server): kill the processes of a pod chosen for eviction; default: only log it"),
+    Option("enable-nri-runtime-hook", parse_bool, True,
+           "serve the NRI plugin to containerd/CRI-O (settings in place at container creation; needs root)"),
+    Option("runtime-hooks-nri-socket-path", parse_str, "nri/nri.sock",
+           "the runtime's NRI socket, relative to var-run-root-dir unless absolute"),
+    Option("runtime-hooks-nri-plugin-name", parse_str, "koordlet_nri", "NRI plugin name ([A-Za-z0-9_.+-])"),
+    Option("runtime-hooks-nri-plugin-index", parse_str, "00", "NRI plugin index, two digits (runtimes order "
+           "plugins by it)"),
+    Option("runtime-hooks-nri-hook-budget", parse_duration, 0.1,
+           "an NRI hook not done within this answers empty (fail-open) and the reconciler applies the settings"),
+    Option("runtime-hooks-nri-backoff-cap", parse_duration, 30.0,
+           "longest wait between NRI reconnect attempts (a new runtime socket is noticed at once)"),
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
@@ -340,6 +351,12 @@ class Config:
     reconcile_interval_seconds: float
     resource_force_update_seconds: float
     evict_standalone_kill: bool
+    enable_nri_runtime_hook: bool
+    runtime_hooks_nri_socket_path: str
+    runtime_hooks_nri_plugin_name: str
+    runtime_hooks_nri_plugin_index: str
+    runtime_hooks_nri_hook_budget: float
+    runtime_hooks_nri_backoff_cap: float
     report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)

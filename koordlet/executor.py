@@ -398,6 +398,13 @@ class Executor:
             for path in [p for p in self._cache if p.startswith(prefix)]:
                 del self._cache[path]
 
+    def forget_cgroup(self, rel: str) -> None:
+        """Drop cached values of a removed cgroup dir and everything below it, in every hierarchy."""
+        needle = f"/{rel.strip('/')}/"
+        with self._lock:
+            for path in [p for p in self._cache if needle in p]:
+                del self._cache[path]
+
     def events(self, limit: int = AUDIT_EVENTS) -> list[dict[str, object]]:
         """The newest audit events, oldest first."""
         with self._lock:

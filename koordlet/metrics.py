@@ -110,6 +110,21 @@ class AgentMetrics:
             "koordlet_net_qos_tc_operations", "(koordlet-py) tc changes made over netlink by net QoS, by operation "
             "(root, del-root, add-class, change-class, del-class, add-u32, add-cgroup, del-filter) and outcome "
             "(written, error_<ERRNO>)", ["node", "op", "outcome"], registry=r)
+        # NRI plugin (nri_plugin/plugin.py)
+        self.nri_hook_seconds = Histogram(
+            "koordlet_nri_hook_seconds", "(koordlet-py) time to answer an NRI call, by method (decode, hooks, "
+            "encode; fail-open answers included)", ["node", "hook"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), registry=r)
+        self.nri_hook_errors = Counter(
+            "koordlet_nri_hook_errors", "(koordlet-py) NRI calls answered fail-open (empty adjustment), by method "
+            "and reason (timeout: over the hook budget; error: a hook raised; bad_request: undecodable message)",
+            ["node", "hook", "reason"], registry=r)
+        self.nri_reconnects = Counter(
+            "koordlet_nri_reconnects", "(koordlet-py) NRI connection attempts that ended or failed, by reason "
+            "(socket_absent, refused, connect_error, register_failed, eof, protocol_error, closed)",
+            ["node", "reason"], registry=r)
+        self.nri_connected = Gauge("koordlet_nri_connected", "(koordlet-py) 1 while registered with the "
+                                   "runtime's NRI socket", ["node"], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:

@@ -98,4 +98,9 @@ ANNOTATION_EVICTION_PRIORITY = "koordinator.sh/eviction-priority"
 LABEL_POD_PRIORITY = "koordinator.sh/priority"
 ANNOTATION_POD_RESCTRL = "node.koordinator.sh/resctrl"      # {"llc": {...}, "mb": {...}} pod-level resctrl group
 ANNOTATION_POD_NETWORK_QOS = "koordinator.sh/networkQOS"    # {"ingressLimit": "10M", "egressLimit": "20M"} bits/s
+# {"containers": {"<name>": {"requests": {...}, "limits": {...}}}}: extended resources where the runtime cannot see
+# the pod spec (the NRI hook); reference/qos-enforcement.md §1.3.
+ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
+ANNOTATION_OOM_SCORE_ADJ = "koordinator.sh/oom-score-adj"             # int, every container of the pod
+ANNOTATION_OOM_SCORE_ADJ_SPEC = "koordinator.sh/oom-score-adj-spec"   # {"<container>": int}, beats the above
 ANNOTATION_POD_BLKIO_QOS = "koordinator.sh/blkioQOS"        # {"blocks": [{"name", "type": "podvolume", "ioCfg"}]}

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from koordlet import wire
 from koordlet.executor import Executor, Update
 from koordlet.logutil import LogOnce
 from koordlet.qos import NodeView, pod_owner
-from koordlet.rules.resources import (ResourceStatus, Settings, batch_container, batch_pod, container_cpuset,
-                                      host_app_cpuset, normalization_ratio, resource_status)
+from koordlet.rules.resources import (ResourceStatus, Settings, SettingsRule, batch_quota_enabled,
+                                      container_settings, host_app_cpuset, normalization_ratio, pod_settings,
+                                      resource_status)
 from koordlet.states.informer import PodMeta
 
 log = logging.getLogger("koordlet.qos.resources")
@@ -23,7 +23,8 @@ log = logging.getLogger("koordlet.qos.resources")
 REASON_CPUSET, REASON_BATCH = "cpuset", "batch-resource"
 
 
-def _updates(executor: Executor, rel: str, s: Settings, owner: str, reason: str) -> list[Update | None]:
+def cgroup_updates(executor: Executor, rel: str, s: Settings, owner: str, reason: str) -> list[Update | None]:
+    """The executor updates for one cgroup's settings (the reconciler and the NRI sandbox hook share this)."""
     out: list[Update | None] = []
     if s.cpuset is not None:
         out.append(executor.cgroup(rel, "cpuset.cpus", s.cpuset, owner, REASON_CPUSET))
@@ -45,9 +46,7 @@ class PodResources:
         self._sandboxes: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}   # pod dir -> (ids, sandbox dirs)
 
     def reconcile(self, view: NodeView, executor: Executor) -> None:
-        threshold = view.slo.resource_threshold
-        quota_on = not (threshold is not None and threshold.enable
-                        and threshold.cpu_suppress_policy == wire.CPU_SUPPRESS_CFS_QUOTA)
+        quota_on = batch_quota_enabled(view.slo)
         ratio, problem = normalization_ratio(view.node.annotations)
         if problem:
             self._bad("ratio", "%s; using 1.0", problem)
@@ -63,9 +62,9 @@ class PodResources:
             if cpuset is not None:
                 per_container += [(rel, Settings(cpuset=cpuset)) for rel in self._sandbox_dirs(meta, executor)]
             owner = pod_owner(meta)
-            pods += _updates(executor, meta.cgroup_dir, pod_s, owner, REASON_BATCH)
+            pods += cgroup_updates(executor, meta.cgroup_dir, pod_s, owner, REASON_BATCH)
             for rel, s in per_container:
-                containers += _updates(executor, rel, s, owner, REASON_BATCH)
+                containers += cgroup_updates(executor, rel, s, owner, REASON_BATCH)
         for gone in set(self._sandboxes) - live:
             del self._sandboxes[gone]
         for app in view.host_apps:
@@ -85,17 +84,9 @@ class PodResources:
         except ValueError as e:
             self._bad(pod.uid, "pod %s: %s; treated as not pinned", pod.key, e)
             status = ResourceStatus()
-        cpuset = container_cpuset(pod, status, view) if self.cpuset else None
-        unset_quota = self.cpuset and bool(status.cpuset)       # cpuset pods must not be throttled (upstream #489)
-        containers = tuple(c for c, _ in meta.containers)
-        pod_s = batch_pod(pod, containers, quota_on, ratio) if self.batch else Settings()
-        if unset_quota:
-            pod_s = Settings(pod_s.cpuset, pod_s.cpu_shares, -1, pod_s.memory_limit)
-        out = []
-        for container, rel in meta.containers:
-            s = batch_container(pod, container, quota_on, ratio) if self.batch else Settings()
-            out.append((rel, Settings(cpuset, s.cpu_shares, -1 if unset_quota else s.cfs_quota, s.memory_limit)))
-        return pod_s, out
+        rule = SettingsRule(self.cpuset, self.batch, quota_on, ratio)
+        pod_s = pod_settings(rule, pod, tuple(c for c, _ in meta.containers), status)
+        return pod_s, [(rel, container_settings(rule, pod, c, status, view)) for c, rel in meta.containers]
 
     def _sandbox_dirs(self, meta: PodMeta, executor: Executor) -> tuple[str, ...]:
         """The pause container's dir: the child of the pod dir that no started container owns. The pod dir is

@@ -49,9 +49,16 @@ class Reconciler:
         self.interval = interval
         self._metrics = metrics
         self._bad = LogOnce(log)
+        self._wake = threading.Event()
         self.cycles = 0
+        self.last_view: NodeView | None = None   # what the NRI hooks decide from between cycles
+
+    def nudge(self) -> None:
+        """Run the next cycle now (a container just started: cookies and task moves need its processes)."""
+        self._wake.set()
 
     def run_once(self, view: NodeView) -> None:
+        self.last_view = view
         for strategy in self.strategies:
             try:
                 strategy.reconcile(view, self.executor)
@@ -65,7 +72,8 @@ class Reconciler:
         self.cycles += 1
 
     def run(self, stop: threading.Event, view: Callable[[], NodeView | None]) -> None:
-        """Every interval until stop; ``view`` returns None while the agent cannot decide yet (no pods synced)."""
+        """Every interval until stop, or sooner when nudged; ``view`` returns None while the agent cannot decide
+        yet (no pods synced). Whoever sets ``stop`` calls :meth:`nudge` so the wait ends at once."""
         names = ",".join(s.name for s in self.strategies)
         log.info("qos reconciler starting interval=%.1fs strategies=%s", self.interval, names)
         next_tick = time.monotonic()
@@ -80,5 +88,5 @@ class Reconciler:
             delay = next_tick - time.monotonic()
             if delay < 0:
                 next_tick, delay = time.monotonic(), 0.0
-            if stop.wait(delay):
-                return
+            self._wake.wait(delay)
+            self._wake.clear()

@@ -22,6 +22,7 @@ from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
     from koordlet.qos import NodeView
+    from koordlet.states.nodeslo import NodeSLOSpec
 
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
@@ -155,3 +156,39 @@ def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool =
     cpu_limit = sum(c.resources.batch_cpu_limit for c in containers) if cpu_limited else 0
     return Settings(cpu_shares=_shares(request), cfs_quota=_quota(cpu_limit, ratio) if quota_enabled else -1,
                     memory_limit=sum(c.resources.batch_memory_limit for c in containers) if mem_limited else -1)
+
+
+def batch_quota_enabled(slo: "NodeSLOSpec") -> bool:
+    """BE cfs quota comes from batch-cpu limits unless CPU suppress runs in cfsQuota mode (it owns the quota)."""
+    threshold = slo.resource_threshold
+    return not (threshold is not None and threshold.enable
+                and threshold.cpu_suppress_policy == wire.CPU_SUPPRESS_CFS_QUOTA)
+
+
+@dataclass(frozen=True)
+class SettingsRule:
+    """Which resources the agent owns (feature gates) and the node-wide inputs of the batch rule."""
+    cpuset: bool = True          # CPUSetAllocator
+    batch: bool = True           # BatchResource
+    quota_on: bool = True        # batch_quota_enabled(slo)
+    ratio: float = 1.0           # normalization_ratio(node annotations)
+
+
+def container_settings(rule: SettingsRule, pod: Pod, container: Container, status: ResourceStatus,
+                       view: "NodeView | None") -> Settings:
+    """Everything the agent sets on one container's cgroup; without a view (pools unknown) no cpuset.
+
+    Pods pinned by the scheduler must not be throttled (upstream #489): their quota is unlimited.
+    """
+    cpuset = container_cpuset(pod, status, view) if rule.cpuset and view is not None else None
+    s = batch_container(pod, container, rule.quota_on, rule.ratio) if rule.batch else Settings()
+    unset_quota = rule.cpuset and bool(status.cpuset)
+    return Settings(cpuset or None, s.cpu_shares, -1 if unset_quota else s.cfs_quota, s.memory_limit)
+
+
+def pod_settings(rule: SettingsRule, pod: Pod, containers: tuple[Container, ...], status: ResourceStatus) -> Settings:
+    """The pod cgroup's settings: the batch sums, and unlimited quota for pinned pods."""
+    s = batch_pod(pod, containers, rule.quota_on, rule.ratio) if rule.batch else Settings()
+    if rule.cpuset and status.cpuset:
+        return Settings(s.cpuset, s.cpu_shares, -1, s.memory_limit)
+    return s

@@ -8,6 +8,7 @@ Class rules follow reference/qos-enforcement.md §1.1–1.3: the koordinator QoS
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -167,6 +168,34 @@ def container_resources(c: Mapping[str, Any]) -> Resources:
                      batch_memory_request=_extended(req, wire.BATCH_MEMORY, wire.DEPRECATED_BATCH_MEMORY)
                      or batch_memory_limit,
                      batch_memory_limit=batch_memory_limit)
+
+
+def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, Resources]:
+    """Per-container resources from ``node.koordinator.sh/extended-resource-spec`` ({} when absent).
+
+    The runtime hooks see no pod spec, so koord-manager's webhook copies the containers' extended resources here.
+    ValueError names what is wrong; the caller logs it and leaves the batch settings alone.
+    """
+    raw = annotations.get(wire.ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    if not raw:
+        return {}
+    where = wire.ANNOTATION_EXTENDED_RESOURCE_SPEC
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{where}: not JSON ({e})") from None
+    containers = doc.get("containers") if isinstance(doc, dict) else None
+    if not isinstance(containers, dict):
+        raise ValueError(f"{where}: no containers object")
+    out = {}
+    for name, spec in containers.items():
+        if not isinstance(spec, dict) or not all(isinstance(spec.get(k) or {}, dict) for k in ("requests", "limits")):
+            raise ValueError(f"{where}: container {name!r} is not {{requests: {{}}, limits: {{}}}}")
+        try:
+            out[name] = container_resources({"resources": spec})
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{where}: container {name!r}: {e}") from None
+    return out
 
 
 def _timestamp(raw: Any, what: str) -> float:
