@@ -161,8 +161,8 @@ class Hooks:
         if self.features.oom_score_adj:
             value, problem = container_oom_score_adj(info.pod.annotations, ctr.name)
             if problem:
-                self._bad(f"oom/{info.pod.uid}", "nri pod=%s container=%s: %s; oom_score_adj left as it is",
-                          info.pod.key, ctr.name, problem)
+                self._bad(f"oom/{info.pod.uid}", "nri pod=%s: %s; oom_score_adj left as it is", info.pod.key,
+                          problem)
             if value is not None and _opt_int(ctr.linux, "oom_score_adj") != value:
                 adjust.linux.oom_score_adj.value = value
                 adjust.linux.oom_score_adj.SetInParent()

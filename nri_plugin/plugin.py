@@ -359,7 +359,7 @@ class NRIPlugin:
         if req is not None:
             adjust, ok = await self._run("CreateContainer", self._budget(deadline), self.hooks.create_container,
                                          req.pod, req.container)
-            if ok:
+            if ok and adjust.ByteSize():
                 resp.adjust.CopyFrom(adjust)
         return resp.SerializeToString()
 

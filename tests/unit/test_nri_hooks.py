@@ -1,0 +1,236 @@
+"""nri_plugin.hooks: NRI requests -> adjustments and pod writes, the same answers as the reconciler's rules."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+
+from koordlet.executor import Executor
+from koordlet.host.cgroup import KubeQOS
+from koordlet.qos import NodeView
+from koordlet.qos.pod_resources import PodResources
+from koordlet.qos.reconciler import pools_from_annotations
+from koordlet.reporters.nrt import NodeInfo
+from nri_plugin.hooks import HookFeatures, Hooks, kube_qos_of_parent
+from proto.nri import api_pb2 as api
+from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
+from tests.unit.test_qos_strategies import fake_host, mkcg, value
+
+POOLS = {"node.koordinator.sh/cpu-shared-pools": '[{"socket":0,"node":0,"cpuset":"0-3"},'
+                                                 '{"socket":0,"node":1,"cpuset":"6-7"}]'}
+SPEC = "node.koordinator.sh/extended-resource-spec"
+STATUS = "scheduling.koordinator.sh/resource-status"
+
+
+def sandbox(uid: str, qos: str | None = None, kube: str = "burstable", annotations=None, labels=None,
+            name: str | None = None) -> api.PodSandbox:
+    """A PodSandbox as containerd sends it (cgroupfs parent encodes the Kubernetes QoS class)."""
+    lb = dict(labels or {})
+    if qos:
+        lb["koordinator.sh/qosClass"] = qos
+    parent = f"/kubepods/{kube}/pod{uid}" if kube != "guaranteed" else f"/kubepods/pod{uid}"
+    pod = api.PodSandbox(id="sb-" + uid, name=name or uid, uid=uid, namespace="ns", labels=lb,
+                         annotations=dict(annotations or {}))
+    pod.linux.cgroup_parent = parent
+    return pod
+
+
+def container(pod: api.PodSandbox, name: str = "c0", cid: str | None = None, shares: int | None = 2,
+              quota: int | None = None, cpus: str = "", memory: int | None = None,
+              state: int = api.CONTAINER_CREATED) -> api.Container:
+    ctr = api.Container(id=cid or f"{pod.uid}-{name}".replace("-", "")[:60].ljust(64, "0"), pod_sandbox_id=pod.id,
+                        name=name, state=state)
+    res = ctr.linux.resources
+    if shares is not None:
+        res.cpu.shares.value = shares
+    if quota is not None:
+        res.cpu.quota.value = quota
+    res.cpu.cpus = cpus
+    if memory is not None:
+        res.memory.limit.value = memory
+    return ctr
+
+
+def be_spec(*names: str) -> dict[str, str]:
+    return {SPEC: json.dumps({"containers": {n: BATCH for n in names}})}
+
+
+def view(pods=(), policy=None, **slo_kw) -> NodeView:
+    return NodeView(tuple(pods), slo(policy, **slo_kw), (), None, NodeInfo("n"),  # type: ignore[arg-type]
+                    **pools_from_annotations(POOLS))
+
+
+def hooks(tmp_path, v: NodeView | None = None, features=HookFeatures(), **kw) -> Hooks:
+    paths, cg, _ = fake_host(tmp_path, files=())
+    return Hooks(features, cg.layout, lambda: v, **kw)
+
+
+def resources(adjust: api.ContainerAdjustment) -> dict:
+    """The set fields of an adjustment's resources, for exact comparison."""
+    r = adjust.linux.resources
+    out = {}
+    if r.cpu.cpus:
+        out["cpus"] = r.cpu.cpus
+    for f in ("shares", "quota"):
+        if r.cpu.HasField(f):
+            out[f] = getattr(r.cpu, f).value
+    if r.memory.HasField("limit"):
+        out["memory"] = r.memory.limit.value
+    if r.HasField("rdt_class"):
+        out["rdt"] = r.rdt_class.value
+    if adjust.linux.HasField("oom_score_adj"):
+        out["oom"] = adjust.linux.oom_score_adj.value
+    return out
+
+
+def test_be_container_gets_batch_resources_from_the_annotation(tmp_path):
+    h = hooks(tmp_path, view())
+    pod = sandbox("u-be", "BE", "besteffort", be_spec("c0"))
+    adjust = h.create_container(pod, container(pod))
+    # shares = 500m * 1024 / 1000; quota = 2 cores * 100 ms; memory limit = 2Gi; no cpuset (suppress owns BE)
+    assert resources(adjust) == {"shares": 512, "quota": 200000, "memory": 2 << 30}
+    assert not adjust.env and not adjust.mounts and not adjust.annotations
+    assert not adjust.linux.HasField("oom_score_adj") and not adjust.linux.cgroups_path
+
+
+def test_only_differing_owned_fields_are_set(tmp_path):
+    h = hooks(tmp_path, view())
+    pod = sandbox("u-ls", "LS")
+    assert resources(h.create_container(pod, container(pod))) == {"cpus": "0-3,6-7"}
+    # the runtime already has the pools (as a set, in another spelling): nothing to say
+    adjust = h.create_container(pod, container(pod, cpus="6,7,0-3"))
+    assert adjust.ByteSize() == 0
+    pinned = sandbox("u-lsr", "LSR", "guaranteed", {STATUS: '{"cpuset": "4-5"}'})
+    assert resources(h.create_container(pinned, container(pinned, shares=2048, quota=400000))) == \
+        {"cpus": "4-5", "quota": -1}
+    assert resources(h.create_container(pinned, container(pinned, quota=None, cpus="4-5"))) == {}
+
+
+def test_without_a_view_only_the_pod_level_rules_apply(tmp_path):
+    h = hooks(tmp_path, None)
+    pod = sandbox("u-be", "BE", "besteffort", be_spec("c0"))
+    assert resources(h.create_container(pod, container(pod))) == {"shares": 512, "quota": 200000,
+                                                                    "memory": 2 << 30}
+    ls = sandbox("u-ls", "LS")
+    assert h.create_container(ls, container(ls)).ByteSize() == 0     # pools unknown: no cpuset
+
+
+def test_malformed_annotations_leave_out_the_bad_part_and_say_so(tmp_path, caplog):
+    h = hooks(tmp_path, view(), features=HookFeatures(oom_score_adj=True))
+    pod = sandbox("u-bad", "LSR", "guaranteed", {STATUS: "{", SPEC: "nope", "koordinator.sh/oom-score-adj": "x"},
+                  name="broken")
+    with caplog.at_level(logging.WARNING):
+        adjust = h.create_container(pod, container(pod))
+        h.create_container(pod, container(pod, "c1"))
+    assert resources(adjust) == {"cpus": "0-3,6-7"}           # treated as unpinned: the share pools
+    text = caplog.text
+    for key in ("resource-status", "extended-resource-spec", "oom-score-adj"):
+        assert text.count(key) == 1, key                     # once per pod, naming the key
+    assert text.count("ns/broken") == 3
+    bad_uid = sandbox("../../etc", "LS")
+    assert h.create_container(bad_uid, container(bad_uid)).ByteSize() == 0
+    assert "cannot be placed" in caplog.text
+
+
+def test_update_container_names_the_container_or_says_nothing(tmp_path):
+    h = hooks(tmp_path, view())
+    pod = sandbox("u-be", "BE", "besteffort", be_spec("c0"))
+    ctr = container(pod)
+    wanted = api.LinuxResources()
+    wanted.cpu.shares.value, wanted.cpu.quota.value, wanted.memory.limit.value = 512, 200000, 2 << 30
+    assert h.update_container(pod, ctr, wanted) == []
+    kubelet = api.LinuxResources()
+    kubelet.cpu.shares.value = 2
+    (update,) = h.update_container(pod, ctr, kubelet)
+    assert update.container_id == ctr.id and update.container_id
+    assert update.linux.resources.cpu.shares.value == 512
+
+
+def test_synchronize_reports_drift_of_live_containers_only(tmp_path):
+    h = hooks(tmp_path, view())
+    be = sandbox("u-be", "BE", "besteffort", be_spec("a", "b", "c"))
+    drifted = container(be, "a", state=api.CONTAINER_RUNNING)
+    in_sync = container(be, "b", shares=512, quota=200000, memory=2 << 30, state=api.CONTAINER_RUNNING)
+    exited = container(be, "c", state=api.CONTAINER_STOPPED)
+    orphan = container(sandbox("u-gone", "BE", "besteffort"), "x", state=api.CONTAINER_RUNNING)
+    (update,) = h.synchronize([be], [drifted, in_sync, exited, orphan])
+    assert update.container_id == drifted.id and update.ignore_failure
+    assert update.linux.resources.cpu.shares.value == 512
+
+
+def test_oom_score_adj_spec_beats_the_pod_value(tmp_path):
+    h = hooks(tmp_path, view(), features=HookFeatures(oom_score_adj=True))
+    pod = sandbox("u-oom", "LS", annotations={"koordinator.sh/oom-score-adj": "-500",
+                                              "koordinator.sh/oom-score-adj-spec": '{"db": 900}'})
+    assert resources(h.create_container(pod, container(pod, "db", cpus="0-3,6-7")))["oom"] == 900
+    assert resources(h.create_container(pod, container(pod, "side", cpus="0-3,6-7")))["oom"] == -500
+    off = hooks(tmp_path / "off", view())
+    assert "oom" not in resources(off.create_container(pod, container(pod, "db")))
+    out_of_range = sandbox("u-oom2", "LS", annotations={"koordinator.sh/oom-score-adj": "2000"})
+    assert "oom" not in resources(h.create_container(out_of_range, container(out_of_range)))
+
+
+def test_rdt_class_names_only_existing_groups(tmp_path):
+    root = tmp_path / "resctrl"
+    feats = HookFeatures(resctrl=True, resctrl_pods=True)
+    h = hooks(tmp_path, view(), features=feats, resctrl_root=str(root))
+    ls = sandbox("u-ls", "LS")
+    assert "rdt" not in resources(h.create_container(ls, container(ls)))      # resctrl not mounted: no class
+    os.makedirs(root / "LS")
+    assert resources(h.create_container(ls, container(ls)))["rdt"] == "LS"
+    annotated = sandbox("u-pod", "LS", annotations={"node.koordinator.sh/resctrl": '{"llc": {}}'})
+    assert resources(h.create_container(annotated, container(annotated)))["rdt"] == "LS"
+    os.makedirs(root / "koordlet-u-pod")
+    assert resources(h.create_container(annotated, container(annotated)))["rdt"] == "koordlet-u-pod"
+
+
+@pytest.mark.parametrize("parent,qos", [
+    ("/kubepods/besteffort/pod1", KubeQOS.BESTEFFORT), ("/kubepods/burstable/pod1", KubeQOS.BURSTABLE),
+    ("/kubepods/pod1", KubeQOS.GUARANTEED),
+    ("kubepods-besteffort-pod1_2.slice", KubeQOS.BESTEFFORT), ("kubepods-burstable-pod1.slice", KubeQOS.BURSTABLE),
+    ("kubepods-pod1.slice", KubeQOS.GUARANTEED)])
+def test_kube_qos_from_the_cgroup_parent(parent, qos):
+    assert kube_qos_of_parent(parent) is qos
+
+
+def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
+    paths, cg, files = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
+    for q in KubeQOS:
+        mkcg(cg, cg.layout.qos_dir(q), files)
+    be_dir = cg.layout.pod_dir(KubeQOS.BESTEFFORT, "u-be")
+    ls_dir = cg.layout.pod_dir(KubeQOS.BURSTABLE, "u-ls")
+    for d in (be_dir, ls_dir):
+        mkcg(cg, d, files)
+    ex = Executor(cg)
+    v = view(policy="groupIdentity", ls={**ALL_ON, "groupIdentity": 2}, be={**ALL_ON, "groupIdentity": -1})
+    h = Hooks(HookFeatures(), cg.layout, lambda: v, executor=ex, bvt=True)
+    h.run_pod_sandbox(sandbox("u-be", "BE", "besteffort", be_spec("a", "b")))
+    h.run_pod_sandbox(sandbox("u-ls", "LS"))
+    assert (value(cg, "cpu", be_dir, "cpu.shares"), value(cg, "cpu", be_dir, "cpu.cfs_quota_us"),
+            value(cg, "memory", be_dir, "memory.limit_in_bytes")) == ("1024", "400000", str(4 << 30))
+    assert value(cg, "cpu", be_dir, "cpu.bvt_warp_ns") == "-1"
+    assert value(cg, "cpu", ls_dir, "cpu.bvt_warp_ns") == "2"
+    assert value(cg, "cpu", ls_dir, "cpu.shares") == "1024"        # no resources known: batch sums not guessed
+    # the reconciler, given the same pod from the kubelet, has nothing left to do at the pod level
+    from tests.unit.test_qos_rules import pod as k8s_pod
+    from tests.unit.test_qos_strategies import with_uid
+    from koordlet.states.informer import meta_for
+    be_pod = with_uid(k8s_pod("BE", "BestEffort", containers=(BATCH, BATCH)), "u-be")
+    meta = meta_for(be_pod, cg.layout)
+    pod_s, _ = PodResources().desired(meta, v)
+    assert (pod_s.cpu_shares, pod_s.cfs_quota, pod_s.memory_limit) == (1024, 400000, 4 << 30)
+
+
+def test_post_start_wakes_the_reconciler_for_cookies_only(tmp_path):
+    woken = []
+    v = view(policy="coreSched", ls=ALL_ON)
+    paths, cg, _ = fake_host(tmp_path, files=())
+    h = Hooks(HookFeatures(core_sched=True), cg.layout, lambda: v, nudge=lambda: woken.append(1))
+    ls, be = sandbox("u-ls", "LS"), sandbox("u-be", "BE", "besteffort")
+    h.post_start_container(be, container(be))
+    assert woken == []                                  # BE class is not enabled: cookie 0, nothing to do
+    h.post_start_container(ls, container(ls))
+    assert woken == [1]
