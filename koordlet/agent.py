@@ -158,10 +158,8 @@ def build_nri(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: Agent
               agent: "Agent") -> "NRIPlugin":
     """The NRI plugin with hooks owning what the feature gates give the agent (the reconciler's rules)."""
     from nri_plugin.hooks import HookFeatures, Hooks
-    from nri_plugin.plugin import NRIPlugin, PluginSettings
-    socket = config.runtime_hooks_nri_socket_path
-    if not os.path.isabs(socket):
-        socket = os.path.join(paths.var_run_root, socket)
+    from nri_plugin.plugin import NRIPlugin, PluginSettings, resolve_socket
+    socket = resolve_socket(config.runtime_hooks_nri_socket_path, paths.var_run_root)
     try:
         settings = PluginSettings(socket_path=socket, name=config.runtime_hooks_nri_plugin_name,
                                   index=config.runtime_hooks_nri_plugin_index,

@@ -174,6 +174,11 @@ def cmd_doctor(config: Config) -> int:
     paths = HostPaths.from_config(config)
     features = probe(paths, Cgroups.detect(paths, config.cgroup_driver))
     features += device_features(read_devices(paths))
+    if config.enable_nri_runtime_hook:
+        from koordlet.host.probes import Feature
+        from nri_plugin.plugin import probe_socket, resolve_socket
+        ok, why = probe_socket(resolve_socket(config.runtime_hooks_nri_socket_path, paths.var_run_root))
+        features.append(Feature("NRI runtime hooks", ok, why))
     print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
     print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
                  ("FEATURE", "SUPPORTED", "DETAIL")))

@@ -21,6 +21,7 @@ import logging
 import os
 import random
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -79,6 +80,25 @@ class PluginSettings:
             raise ValueError(f"nri hook budget {self.hook_budget}s: must be above 0 and below the runtime's 2 s")
         if not 0 < self.backoff_initial <= self.backoff_max:
             raise ValueError("nri back-off: need 0 < initial <= max")
+
+
+def resolve_socket(configured: str, var_run_root: str) -> str:
+    """The socket path from ``runtime-hooks-nri-socket-path``: relative paths are under the host's /var/run."""
+    return configured if os.path.isabs(configured) else os.path.join(var_run_root, configured)
+
+
+def probe_socket(path: str) -> tuple[bool, str]:
+    """For ``doctor``: is a runtime listening there? (No connection is made: it would count as a plugin.)"""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False, (f"{path} missing: runtime without NRI (containerd < 2.0 needs [plugins.\"io.containerd.nri"
+                       f".v1.nri\"] disable = false; CRI-O: enable_nri) — the reconciler still applies settings")
+    except OSError as e:
+        return False, f"{path}: {e.strerror or e}"
+    if not stat.S_ISSOCK(st.st_mode):
+        return False, f"{path} is not a socket"
+    return True, f"runtime socket at {path}"
 
 
 def _socket_id(path: str) -> tuple[int, int] | None:

@@ -120,3 +120,35 @@ def test_systemd_notify_ready(tmp_path):
         finally:
             proc.terminate()
             proc.wait(5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the NRI plugin runs only as root (the runtime's socket is root's)")
+def test_daemon_serves_nri_to_a_runtime(tmp_path):
+    """`koordlet run` registers with a runtime's NRI socket and answers CreateContainer from the shared rules."""
+    import tempfile
+
+    from tests.peers.nriruntime import FakeRuntime
+    from tests.unit.test_nri_hooks import be_spec, container, sandbox
+    host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
+    sock_dir = tempfile.mkdtemp(prefix="nrid")
+    rt = FakeRuntime(os.path.join(sock_dir, "nri", "nri.sock"))
+    rt.start()
+    cmd = [sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "node-a",
+           "--cgroup-root-dir", host.paths.cgroup_root, "--addr", f"127.0.0.1:{free_port()}",
+           "--tsdb-path", str(tmp_path / "cache"), "--runtime-hooks-nri-socket-path", rt.socket_path,
+           "--var-run-root-dir", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert rt.wait_ready(15), rt.closed_reasons
+        assert [(r.plugin_name, r.plugin_idx) for r in rt.registrations] == [("koordlet_nri", "00")]
+        pod = sandbox("u-be", "BE", "besteffort", be_spec("app"))
+        cpu = rt.create_container(pod, container(pod, "app")).adjust.linux.resources.cpu
+        assert (cpu.shares.value, cpu.quota.value) == (512, 200000)
+        assert rt.violations == []
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+        assert proc.returncode == 0 and "nri plugin stopped" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        rt.stop()
