@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from koordlet import wire
@@ -209,11 +209,12 @@ class Hooks:
         if info is None:
             return
         executor, owner = self._executor, f"pod {info.pod.key}"
-        updates = []
-        if info.resources:       # without any container's resources the batch sums would be guesses
-            containers = tuple(Container(name, "", "", res) for name, res in info.resources.items())
-            updates += cgroup_updates(executor, info.cgroup_dir, pod_settings(self._rule(view), info.pod, containers,
-                                                                              info.status), owner, REASON_BATCH)
+        rule = self._rule(view)
+        if not info.resources:            # without any container's resources the batch sums would be guesses
+            rule = replace(rule, batch=False)
+        containers = tuple(Container(name, "", "", res) for name, res in info.resources.items())
+        updates = cgroup_updates(executor, info.cgroup_dir, pod_settings(rule, info.pod, containers, info.status),
+                                 owner, REASON_BATCH)
         if self.features.group_identity and self._bvt:
             value, problem = pod_bvt(self._cpu_qos_rule(self._slo(view)), info.pod)
             if problem:

@@ -7,10 +7,10 @@ NRI the value is part of the container's creation, so its first process already 
 
 from __future__ import annotations
 
-import json
 from typing import Mapping
 
 from koordlet import wire
+from koordlet.states.nodeslo import json_object
 
 OOM_SCORE_ADJ_MIN, OOM_SCORE_ADJ_MAX = -1000, 1000
 
@@ -29,12 +29,9 @@ def container_oom_score_adj(annotations: Mapping[str, str], container: str) -> t
     spec_key, pod_key = wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, wire.ANNOTATION_OOM_SCORE_ADJ
     spec = annotations.get(spec_key)
     if spec:
-        try:
-            doc = json.loads(spec)
-        except ValueError as e:
-            return None, f"{spec_key}: not JSON ({e})"
-        if not isinstance(doc, dict):
-            return None, f"{spec_key}: not a JSON object"
+        doc, problem = json_object(spec)
+        if doc is None:
+            return None, f"{spec_key}: {problem}"
         if container in doc:
             return _checked(doc[container], f"{spec_key}[{container}]")
     raw = annotations.get(pod_key)

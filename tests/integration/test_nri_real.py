@@ -67,6 +67,8 @@ def test_created_container_cgroup_holds_what_the_hook_promised(real_tree, tmp_pa
     be_dir, lsr_dir = f"kubepods/besteffort/pod{UID_BE}", f"kubepods/pod{UID_LSR}"
     real_tree.mkdir(be_dir)            # the kubelet made the pod cgroups before the sandbox ran
     real_tree.mkdir(lsr_dir)
+    with open(real_tree.real("cpu", os.path.join(lsr_dir, "cpu.cfs_quota_us")), "w") as f:
+        f.write("100000")              # the kubelet's limit for a Guaranteed pod; pinned pods must not be throttled
     last_cpu = str(os.cpu_count() - 1)
     status = {STATUS: f'{{"cpuset": "{last_cpu}"}}'}
     executor = Executor(cg)
