@@ -72,6 +72,9 @@ DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA = "gpu", "rdma", "fpga"
 RESOURCE_GPU_CORE = "koordinator.sh/gpu-core"                 # percent of one card's compute (card = 100)
 RESOURCE_GPU_MEMORY = "koordinator.sh/gpu-memory"             # bytes
 RESOURCE_GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio" # percent of one card's memory (card = 100)
+# Pod label selecting HAMi-core isolation; the value is compared case-sensitively, as upstream's constant
+LABEL_GPU_ISOLATION_PROVIDER = "koordinator.sh/gpu-isolation-provider"
+GPU_ISOLATION_HAMI_CORE = "HAMi-core"
 RESOURCE_RDMA = "koordinator.sh/rdma"                         # percent of one PF (PF = 100)
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
