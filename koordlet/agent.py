@@ -157,6 +157,7 @@ def build_enforcement(config: Config, paths: HostPaths, cgroups: Cgroups, metric
 def build_nri(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics,
               agent: "Agent") -> "NRIPlugin":
     """The NRI plugin with hooks owning what the feature gates give the agent (the reconciler's rules)."""
+    from hami_bridge.inject import HostLayout
     from nri_plugin.hooks import HookFeatures, Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings, resolve_socket
     socket = resolve_socket(config.runtime_hooks_nri_socket_path, paths.var_run_root)
@@ -170,12 +171,13 @@ def build_nri(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: Agent
     features = HookFeatures(cpuset=config.gate("CPUSetAllocator"), batch=config.gate("BatchResource"),
                             group_identity=config.gate("GroupIdentity"), resctrl=config.gate("RdtResctrl"),
                             resctrl_pods=config.gate("Resctrl"), core_sched=config.gate("CoreSched"),
-                            oom_score_adj=config.gate("OOMScoreAdj"))
+                            oom_score_adj=config.gate("OOMScoreAdj"), gpu_env=config.gate("GPUEnvInject"))
     kubepods = cgroups.layout.qos_dir(KubeQOS.GUARANTEED)
     reconciler = agent.reconciler
     hooks = Hooks(features, cgroups.layout, agent.nri_view, executor=agent.executor,
                   bvt=cgroups.has_file("cpu", kubepods, "cpu.bvt_warp_ns"), resctrl_root=paths.sys_fs("resctrl"),
-                  nudge=reconciler.nudge if reconciler is not None else None)
+                  nudge=reconciler.nudge if reconciler is not None else None,
+                  hami=HostLayout(libvgpu=config.hami_core_library_directory_path))
     return NRIPlugin(settings, hooks, metrics)
 
 

@@ -284,6 +284,8 @@ OPTIONS: tuple[Option, ...] = (
            "an NRI hook not done within this answers empty (fail-open) and the reconciler applies the settings"),
     Option("runtime-hooks-nri-backoff-cap", parse_duration, 30.0,
            "longest wait between NRI reconnect attempts (a new runtime socket is noticed at once)"),
+    Option("hami-core-library-directory-path", parse_path, "/usr/local/vgpu/libvgpu.so",
+           "host path of HAMi-core's libvgpu.so (gate GPUEnvInject; despite the name, the file)"),
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
@@ -357,6 +359,7 @@ class Config:
     runtime_hooks_nri_plugin_index: str
     runtime_hooks_nri_hook_budget: float
     runtime_hooks_nri_backoff_cap: float
+    hami_core_library_directory_path: str
     report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)

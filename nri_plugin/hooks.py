@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
+from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
 from koordlet.logutil import LogOnce
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("koordlet.nri.hooks")
 
 LIVE_STATES = (api.CONTAINER_CREATED, api.CONTAINER_RUNNING)
-_POD_PROBLEMS = ("status", "spec", "bvt", "oom")        # per-pod LogOnce keys, "<kind>/<uid>"
+_POD_PROBLEMS = ("status", "spec", "bvt", "oom", "gpu")        # per-pod LogOnce keys, "<kind>/<uid>"
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class HookFeatures:
     resctrl_pods: bool = False       # Resctrl: pod-level groups
     core_sched: bool = False         # CoreSched: cookies right after start
     oom_score_adj: bool = False      # OOMScoreAdj
+    gpu_env: bool = False            # GPUEnvInject: NVIDIA_VISIBLE_DEVICES and HAMi-core (hami_bridge)
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class Hooks:
 
     def __init__(self, features: HookFeatures, layout: Layout, view: Callable[[], "NodeView | None"],
                  executor: "Executor | None" = None, bvt: bool = False, resctrl_root: str | None = None,
-                 nudge: Callable[[], None] | None = None) -> None:
+                 nudge: Callable[[], None] | None = None, hami: HostLayout = HostLayout()) -> None:
         self.features = features
         self._layout = layout
         self._view = view
@@ -139,6 +141,7 @@ class Hooks:
         self._bvt = bvt                    # the kernel has cpu.bvt_warp_ns (probed by the caller)
         self._resctrl_root = resctrl_root  # mounted resctrl fs, or None
         self._nudge = nudge
+        self._hami = hami
         self._bad = LogOnce(log)
         self._index: tuple[object, dict[str, "PodMeta"]] | None = None
         self._cpu_rule: tuple[NodeSLOSpec, CPUQOSRule] | None = None
@@ -166,7 +169,27 @@ class Hooks:
             if value is not None and _opt_int(ctr.linux, "oom_score_adj") != value:
                 adjust.linux.oom_score_adj.value = value
                 adjust.linux.oom_score_adj.SetInParent()
+        if self.features.gpu_env:
+            self._inject_gpu(info.pod, ctr.name, adjust)
         return adjust
+
+    def _inject_gpu(self, pod: Pod, name: str, adjust: api.ContainerAdjustment) -> None:
+        """GPU env and HAMi-core mounts; a problem drops HAMi (or everything, for a bad annotation), logged."""
+        try:
+            injection = plan(pod.annotations, pod.labels, pod.uid, name, self._hami)
+        except ValueError as e:
+            self._bad(f"gpu/{pod.uid}", "nri pod=%s container=%s: %s; no GPU injection", pod.key, name, e)
+            return
+        try:
+            injection = prepare(injection, self._hami)
+        except OSError as e:
+            self._bad(f"gpu/{pod.uid}", "nri pod=%s container=%s: HAMi-core not injected: %s; the container sees "
+                      "its GPUs without isolation", pod.key, name, e)
+            injection = injection.visible_only()
+        for key, value in injection.env.items():
+            adjust.env.add(key=key, value=value)
+        for m in injection.mounts:
+            adjust.mounts.add(destination=m.destination, type=m.type, source=m.source, options=list(m.options))
 
     def update_container(self, sandbox: api.PodSandbox, ctr: api.Container,
                          requested: api.LinuxResources) -> list[api.ContainerUpdate]:

@@ -234,3 +234,34 @@ def test_post_start_wakes_the_reconciler_for_cookies_only(tmp_path):
     assert woken == []                                  # BE class is not enabled: cookie 0, nothing to do
     h.post_start_container(ls, container(ls))
     assert woken == [1]
+
+
+def test_gpu_injection_through_create_container(tmp_path, caplog):
+    from hami_bridge.inject import HostLayout
+    uid = "11111111-2222-3333-4444-555555555555"
+    host = HostLayout(libvgpu=str(tmp_path / "libvgpu.so"), lock_dir=str(tmp_path / "lock"),
+                      cache_root=str(tmp_path / "containers"))
+    paths, cg, _ = fake_host(tmp_path, files=())
+    h = Hooks(HookFeatures(gpu_env=True), cg.layout, lambda: None, hami=host)
+    alloc = json.dumps({"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-memory": "8Gi",
+                                                           "koordinator.sh/gpu-core": "25",
+                                                           "koordinator.sh/gpu-memory-ratio": "10"}}]})
+    pod = sandbox(uid, "LS", annotations={"scheduling.koordinator.sh/device-allocated": alloc},
+                  labels={"koordinator.sh/gpu-isolation-provider": "HAMi-core"})
+    with caplog.at_level(logging.WARNING):
+        missing = h.create_container(pod, container(pod, "app"))
+    assert {e.key: e.value for e in missing.env} == {"NVIDIA_VISIBLE_DEVICES": "1"} and not missing.mounts
+    assert "libvgpu.so missing" in caplog.text
+    (tmp_path / "libvgpu.so").write_bytes(b"\x7fELF")
+    (tmp_path / "lock").mkdir()
+    adjust = h.create_container(pod, container(pod, "app"))
+    env = {e.key: e.value for e in adjust.env}
+    assert env["CUDA_DEVICE_MEMORY_LIMIT"] == str(8 << 30) and env["CUDA_DEVICE_SM_LIMIT"] == "25"
+    assert env["LD_PRELOAD"] == "/usr/local/vgpu/libvgpu.so"
+    assert [(m.destination, m.source, list(m.options)) for m in adjust.mounts] == [
+        ("/usr/local/vgpu", str(tmp_path / "containers" / f"{uid}_app"), ["rbind"]),
+        ("/usr/local/vgpu/libvgpu.so", str(tmp_path / "libvgpu.so"), ["rbind"]),
+        ("/tmp/vgpulock", str(tmp_path / "lock"), ["rbind"])]
+    assert os.path.isdir(tmp_path / "containers" / f"{uid}_app")
+    bad = sandbox(uid, "LS", annotations={"scheduling.koordinator.sh/device-allocated": "{"})
+    assert h.create_container(bad, container(bad, "app")).ByteSize() == 0
