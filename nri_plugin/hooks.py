@@ -19,13 +19,13 @@ container is always created. Facts: reference/nri-hami-podresources.md §2, qos-
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
+from koordlet.host.resctrl import group_exists
 from koordlet.logutil import LogOnce
 from koordlet.qos.pod_resources import REASON_BATCH, cgroup_updates
 from koordlet.qos.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
@@ -344,7 +344,7 @@ class Hooks:
         if group is not None:
             candidates.append(group)
         for name in candidates:
-            if os.path.isdir(os.path.join(self._resctrl_root, name)):
+            if group_exists(self._resctrl_root, name):
                 return name
         return None
 

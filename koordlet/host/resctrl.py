@@ -264,6 +264,11 @@ def supported(paths: HostPaths, cgroups: "Cgroups | None" = None) -> tuple[bool,
 # groups and tasks
 # --------------------------------------------------------------------------------------------------
 
+def group_exists(root: str, name: str) -> bool:
+    """A resctrl group dir is there (the runtime fails a container whose RDT class is missing)."""
+    return os.path.isdir(os.path.join(root, name))
+
+
 def list_groups(root: str) -> list[str]:
     """Names of the control groups under the root (not info/mon dirs)."""
     try:
