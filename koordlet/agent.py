@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from koordlet.qos import NodeView
     from koordlet.qos.reconciler import Reconciler
     from koordlet.kubeapi import KubeApi
+    from koordlet.podresources.proxy import ProxyServer
     from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
     from koordlet.states.kubelet import KubeletClient
     from koordlet.states.watcher import ObjectWatcher
@@ -181,6 +182,19 @@ def build_nri(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: Agent
     return NRIPlugin(settings, hooks, metrics)
 
 
+def kubelet_pod_resources_socket(config: Config) -> str:
+    return os.path.join(config.var_lib_kubelet_dir, "pod-resources", "kubelet.sock")
+
+
+def build_pod_resources_proxy(config: Config, metrics: AgentMetrics, informer: PodsInformer) -> "ProxyServer":
+    """The kubelet PodResources API on our socket, with koordinator's device allocations (for Multus-CNI)."""
+    from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
+    from koordlet.podresources.upstream import KubeletPodResources
+    proxy = PodResourcesProxy(KubeletPodResources(kubelet_pod_resources_socket(config)), lambda: informer.pods,
+                              metrics, sync_pods=informer.sync_now, timeout=config.kubelet_sync_timeout)
+    return ProxyServer(proxy, config.pod_resources_proxy_path, metrics)
+
+
 @dataclass
 class Cluster:
     """The agent's link to the API server: watches of this node's objects and the report writers."""
@@ -238,6 +252,7 @@ class Agent:
     executor: "Executor | None" = None                # the only kernel writer (None: enforcement off)
     reconciler: "Reconciler | None" = None            # QoS strategies (None: enforcement off)
     nri: "NRIPlugin | None" = None                    # NRI plugin (enable-nri-runtime-hook, root only)
+    pod_resources: "ProxyServer | None" = None        # PodResources proxy for Multus (gate PodResourcesProxy)
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
@@ -442,6 +457,8 @@ class Agent:
                                                                  cluster)
         if config.enable_nri_runtime_hook and os.geteuid() == 0:
             agent.nri = build_nri(config, paths, cgroups, metrics, agent)
+        if config.gate("PodResourcesProxy"):
+            agent.pod_resources = build_pod_resources_proxy(config, metrics, informer)
         return agent
 
     # --- one cycle (also used by `run --once`) -----------------------------------------------------------
@@ -494,6 +511,12 @@ class Agent:
             t.start()
         if self.nri is not None:
             self.nri.start()
+        if self.pod_resources is not None:
+            try:
+                self.pod_resources.start()
+            except OSError as e:     # the agent's other work goes on; Multus keeps the kubelet's socket
+                log.error("PodResources proxy not started dir=%s error=%s", self.pod_resources.directory, e)
+                self.pod_resources = None
         server.start()
         if on_ready:
             on_ready()
@@ -511,6 +534,8 @@ class Agent:
             server.stop()
             if self.nri is not None:
                 self.nri.stop()
+            if self.pod_resources is not None:
+                self.pod_resources.stop()
             if self.reconciler is not None:
                 self.reconciler.nudge()          # ends its wait; it sees stop and returns
             if pleg:

@@ -179,6 +179,12 @@ def cmd_doctor(config: Config) -> int:
         from nri_plugin.plugin import probe_socket, resolve_socket
         ok, why = probe_socket(resolve_socket(config.runtime_hooks_nri_socket_path, paths.var_run_root))
         features.append(Feature("NRI runtime hooks", ok, why))
+    if config.gate("PodResourcesProxy"):
+        from koordlet.agent import kubelet_pod_resources_socket
+        from koordlet.host.probes import Feature
+        from koordlet.podresources.upstream import probe
+        ok, why = probe(kubelet_pod_resources_socket(config))
+        features.append(Feature("kubelet PodResources (proxy upstream)", ok, why))
     print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
     print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
                  ("FEATURE", "SUPPORTED", "DETAIL")))

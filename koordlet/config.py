@@ -286,6 +286,9 @@ OPTIONS: tuple[Option, ...] = (
            "longest wait between NRI reconnect attempts (a new runtime socket is noticed at once)"),
     Option("hami-core-library-directory-path", parse_path, "/usr/local/vgpu/libvgpu.so",
            "host path of HAMi-core's libvgpu.so (gate GPUEnvInject; despite the name, the file)"),
+    Option("pod-resources-proxy-path", parse_path, "/var/run/koordlet/pod-resources",
+           "directory of the PodResources proxy socket kubelet.sock (gate PodResourcesProxy; Multus mounts it at "
+           "/var/lib/kubelet/pod-resources); the kubelet's own socket is read under var-lib-kubelet-dir"),
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
@@ -360,6 +363,7 @@ class Config:
     runtime_hooks_nri_hook_budget: float
     runtime_hooks_nri_backoff_cap: float
     hami_core_library_directory_path: str
+    pod_resources_proxy_path: str
     report_dir: str
     addr: tuple[str, int]
     feature_gates: Mapping[str, bool] = field(default_factory=dict)

@@ -125,6 +125,18 @@ class AgentMetrics:
             ["node", "reason"], registry=r)
         self.nri_connected = Gauge("koordlet_nri_connected", "(koordlet-py) 1 while registered with the "
                                    "runtime's NRI socket", ["node"], registry=r)
+        # PodResources proxy (koordlet/podresources/)
+        self.pod_resources_requests = Counter(
+            "koordlet_pod_resources_proxy_requests", "(koordlet-py) PodResources calls answered by the proxy, by "
+            "method and gRPC status code", ["node", "method", "code"], registry=r)
+        self.pod_resources_upstream_calls = Counter(
+            "koordlet_pod_resources_proxy_upstream_calls", "(koordlet-py) calls the proxy made to the kubelet's "
+            "PodResources socket (at most one per second per method), by method and result (ok, error)",
+            ["node", "method", "result"], registry=r)
+        self.pod_resources_staleness = Gauge(
+            "koordlet_pod_resources_proxy_staleness_seconds", "(koordlet-py) age of the kubelet PodResources "
+            "answer the proxy serves from (grows while the kubelet is away; -1: it never answered)", ["node"],
+            registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:

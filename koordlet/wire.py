@@ -87,6 +87,22 @@ GPU_LINK_NVLINK, GPU_LINK_PCIE = "NVLink", "PCIe"            # gpuLinkType ("PCI
 CONDITION_HEALTHY = "Healthy"
 # Pod annotation written by koord-scheduler at PreBind: {"gpu": [{"minor", "resources", "id"}], "rdma": [...]}.
 ANNOTATION_DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+# Container resources that ask for a device, by device type (reference/scheduler.md §1.1, after the rename of the
+# deprecated kubernetes.io/ names); the PodResources proxy gives a pod's devices to the containers that asked.
+RESOURCE_GPU_SHARED = "koordinator.sh/gpu.shared"             # with a dot: how many cards share the request
+RESOURCE_GPU = "koordinator.sh/gpu"                           # percent of one card (core and memory ratio)
+RESOURCE_FPGA = "koordinator.sh/fpga"
+WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "dcu.com/gpu")   # integer card counts
+DEVICE_RESOURCES: dict[str, str] = {
+    **{name: DEVICE_GPU for name in WHOLE_GPU_RESOURCES},
+    RESOURCE_GPU: DEVICE_GPU, RESOURCE_GPU_CORE: DEVICE_GPU, RESOURCE_GPU_MEMORY: DEVICE_GPU,
+    RESOURCE_GPU_MEMORY_RATIO: DEVICE_GPU, RESOURCE_GPU_SHARED: DEVICE_GPU,
+    "huawei.com/npu-core": DEVICE_GPU, "huawei.com/npu-cpu": DEVICE_GPU, "huawei.com/npu-dvpp": DEVICE_GPU,
+    RESOURCE_RDMA: DEVICE_RDMA, RESOURCE_FPGA: DEVICE_FPGA,
+}
+# The resource name each device type is listed under in PodResources answers (Multus matches it against the
+# NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName). Upstream lists other types with name "".
+PODRESOURCES_NAMES = {DEVICE_GPU: "nvidia.com/gpu", DEVICE_RDMA: RESOURCE_RDMA, DEVICE_FPGA: RESOURCE_FPGA}
 
 # QoS enforcement (reference/qos-enforcement.md §1.2, §3): pod annotations/labels the strategies read.
 ANNOTATION_POD_CPU_QOS = "koordinator.sh/cpuQOS"              # {"enable", "groupIdentity"} (raw class LS only)

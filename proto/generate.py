@@ -12,7 +12,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-GRPC: frozenset[str] = frozenset()
+GRPC: frozenset[str] = frozenset({"proto/podresources/api.proto"})
 
 
 def sources() -> list[str]:

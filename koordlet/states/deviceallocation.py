@@ -36,7 +36,8 @@ class DeviceAllocation:
     vfs: tuple[VirtualFunction, ...] = ()
 
 
-def _resource_name(name: str) -> str:
+def resource_name(name: str) -> str:
+    """The current name of a device resource (deprecated ``kubernetes.io/`` names read as ``koordinator.sh/``)."""
     if name.startswith(_DEPRECATED_PREFIX) and name[len(_DEPRECATED_PREFIX):] in _DEPRECATED:
         return _PREFIX + name[len(_DEPRECATED_PREFIX):]
     return name
@@ -80,7 +81,7 @@ def parse_device_allocated(raw: str) -> dict[str, list[DeviceAllocation]]:
             resources: dict[str, Fraction] = {}
             for name, qty in _object(entry.get("resources"), f"{at}.resources").items():
                 try:
-                    resources[_resource_name(name)] = parse_quantity(qty)
+                    resources[resource_name(name)] = parse_quantity(qty)
                 except ValueError as e:
                     raise ValueError(f"{at}.resources[{name}]: {e}") from None
             raw_vfs = _object(entry.get("extension"), f"{at}.extension").get("vfs") or []

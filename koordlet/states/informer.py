@@ -78,6 +78,8 @@ class PodsInformer:
         self._bucket = TokenBucket(5.0, 10)
         self._errors = LogOnce(log)
         self.synced = threading.Event()
+        self._generation = 0                            # good syncs so far (sync_now waits for the next one)
+        self._synced_cond = threading.Condition()
         self.on_sync: list[Callable[[], None]] = []     # after each good sync (PLEG re-arms its watches)
         self.on_error: list[Callable[[], None]] = []    # after each failed sync (a metric counts them)
 
@@ -104,9 +106,20 @@ class PodsInformer:
             log.info("pod sync recovered source=%s pods=%d", self._source, len(pods))
         self._pods = tuple(sorted(pods, key=lambda m: (m.pod.namespace, m.pod.name, m.pod.uid)))
         self.synced.set()
+        with self._synced_cond:
+            self._generation += 1
+            self._synced_cond.notify_all()
         for callback in self.on_sync:
             callback()
         return True
+
+    def sync_now(self, timeout: float) -> bool:
+        """Ask the informer thread for a sync (rate-limited like PLEG triggers) and wait up to ``timeout`` for
+        one to complete. For callers that know the pod list is behind, e.g. the kubelet lists a pod we lack."""
+        with self._synced_cond:
+            seen = self._generation
+            self._trigger.set()
+            return self._synced_cond.wait_for(lambda: self._generation > seen, timeout)
 
     def run(self, stop: threading.Event) -> None:
         """Sync every interval, and early (rate-limited) when PLEG fires."""

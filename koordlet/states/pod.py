@@ -12,11 +12,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from fractions import Fraction
 from typing import Any, Mapping
 
 from koordlet import wire
 from koordlet.host.cgroup import KubeQOS, check_pod_uid, parse_container_id
 from koordlet.quantity import parse_quantity
+from koordlet.states.deviceallocation import resource_name
 
 _KUBE_TO_KOORD = {KubeQOS.GUARANTEED: wire.QOS_LSR, KubeQOS.BURSTABLE: wire.QOS_LS,
                   KubeQOS.BESTEFFORT: wire.QOS_BE}
@@ -50,6 +52,15 @@ class Container:
     resources: Resources = NO_RESOURCES
 
 
+@dataclass(frozen=True, slots=True)
+class SpecContainer:
+    """A container of the pod spec as the kubelet lists it in PodResources: restartable init containers
+    (sidecars) first, then the regular ones; ``devices`` are its device resources (limits over requests)."""
+    name: str
+    sidecar: bool = False
+    devices: Mapping[str, Fraction] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Pod:
     uid: str
@@ -68,6 +79,7 @@ class Pod:
     terminating: bool = False             # deletionTimestamp set, or phase Succeeded / Failed
     pod_ip: str = ""                      # status.podIP (net QoS classifies egress by source address)
     host_network: bool = False            # spec.hostNetwork
+    spec_containers: tuple[SpecContainer, ...] = ()   # sidecars then regular containers, started or not
 
     @property
     def key(self) -> str:
@@ -198,6 +210,24 @@ def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, Resource
     return out
 
 
+def spec_containers(spec: Mapping[str, Any]) -> tuple[SpecContainer, ...]:
+    """The containers the kubelet reports for a pod, in its order, with what each asks of each device type."""
+    def devices(c: Mapping[str, Any]) -> dict[str, Fraction]:
+        res = c.get("resources") or {}
+        merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+        out = {}
+        for name, qty in merged.items():
+            name = resource_name(str(name))
+            if name in wire.DEVICE_RESOURCES:
+                out[name] = parse_quantity(qty)
+        return out
+
+    sidecars = [SpecContainer(str(c.get("name", "")), True, MappingProxyType(devices(c)))
+                for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    return tuple(sidecars) + tuple(SpecContainer(str(c.get("name", "")), False, MappingProxyType(devices(c)))
+                                   for c in spec.get("containers") or [])
+
+
 def _timestamp(raw: Any, what: str) -> float:
     if not raw:
         return 0.0
@@ -252,6 +282,7 @@ def pod_from_k8s(obj: Any) -> Pod:
                    cpu_request_milli=cpu_request, memory_request_bytes=memory_request,
                    created=_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
                    terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
-                   pod_ip=str(status.get("podIP") or ""), host_network=bool(spec.get("hostNetwork")))
+                   pod_ip=str(status.get("podIP") or ""), host_network=bool(spec.get("hostNetwork")),
+                   spec_containers=spec_containers(spec))
     except (ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: {e}") from None

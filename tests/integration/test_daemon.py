@@ -152,3 +152,43 @@ def test_daemon_serves_nri_to_a_runtime(tmp_path):
         if proc.poll() is None:
             proc.kill()
         rt.stop()
+
+
+def test_daemon_serves_pod_resources_to_multus(tmp_path):
+    """With the PodResourcesProxy gate, `koordlet run` serves the kubelet's answer plus the pods' VFs."""
+    import json
+    import tempfile
+
+    from koordlet import wire
+    from tests.peers import multus
+    from tests.peers.kubelet_podresources import FakeKubelet
+    host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
+    host.add_pod(KubeQOS.BURSTABLE, "uid-rdma", CgroupValues(cpu_ns=1), {A: CgroupValues(cpu_ns=1)})
+    obj = pod_object("uid-rdma", "train", namespace="ml", containers={"app": A})
+    obj["spec"]["containers"][0]["resources"] = {"limits": {wire.RESOURCE_RDMA: "1"}}
+    obj["metadata"]["annotations"] = {wire.ANNOTATION_DEVICE_ALLOCATED: json.dumps({"rdma": [
+        {"minor": 0, "id": "0000:09:00.0", "extension": {"vfs": [{"minor": 1, "busID": "0000:09:00.4"}]}}]})}
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump([obj]))
+    short = tempfile.mkdtemp(prefix="prd")          # unix socket paths must stay under 108 bytes
+    os.makedirs(os.path.join(short, "kubelet", "pod-resources"))
+    kubelet = FakeKubelet(os.path.join(short, "kubelet", "pod-resources", "kubelet.sock"), [obj]).start()
+    proxy_dir = os.path.join(short, "proxy")
+    cmd = [sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "node-a",
+           "--cgroup-root-dir", host.paths.cgroup_root, "--addr", f"127.0.0.1:{free_port()}",
+           "--pods-file", str(pods), "--tsdb-path", str(tmp_path / "cache"), "--enable-nri-runtime-hook=false",
+           "--feature-gates", "PodResourcesProxy=true", "--var-lib-kubelet-dir", os.path.join(short, "kubelet"),
+           "--pod-resources-proxy-path", proxy_dir]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sock = os.path.join(proxy_dir, "kubelet.sock")
+    try:
+        assert wait_for(lambda: os.path.exists(sock), timeout=15), "proxy socket never appeared"
+        assert multus.device_ids_for(sock, "ml", "train", wire.RESOURCE_RDMA) == ["0000:09:00.4"]
+        assert kubelet.count("List") == 1
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+        assert proc.returncode == 0 and not os.path.exists(sock)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kubelet.stop()

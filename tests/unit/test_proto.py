@@ -5,6 +5,7 @@ import pathlib
 import pytest
 
 from proto.nri import api_pb2 as api
+from proto.podresources import api_pb2 as podresources
 from proto.ttrpc import ttrpc_pb2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -53,6 +54,16 @@ def _field(msg, name):
     (ttrpc_pb2.Request, {"service": 1, "method": 2, "payload": 3, "timeout_nano": 4, "metadata": 5}),
     (ttrpc_pb2.Response, {"status": 1, "payload": 2}),
     (ttrpc_pb2.Status, {"code": 1, "message": 2, "details": 3}),
+    (podresources.ListPodResourcesResponse, {"pod_resources": 1}),
+    (podresources.PodResources, {"name": 1, "namespace": 2, "containers": 3}),
+    (podresources.ContainerResources, {"name": 1, "devices": 2, "cpu_ids": 3, "memory": 4, "dynamic_resources": 5}),
+    (podresources.ContainerDevices, {"resource_name": 1, "device_ids": 2, "topology": 3}),
+    (podresources.ContainerMemory, {"memory_type": 1, "size": 2, "topology": 3}),
+    (podresources.NUMANode, {"ID": 1}),
+    (podresources.AllocatableResourcesResponse, {"devices": 1, "cpu_ids": 2, "memory": 3}),
+    (podresources.GetPodResourcesRequest, {"pod_name": 1, "pod_namespace": 2}),
+    (podresources.DynamicResource, {"claim_name": 2, "claim_namespace": 3, "claim_resources": 4}),
+    (podresources.ClaimResource, {"cdi_devices": 1, "driver_name": 2, "pool_name": 3, "device_name": 4}),
 ])
 def test_field_numbers_as_the_reference(msg, fields):
     assert {name: _field(msg, name) for name in fields} == fields
@@ -72,3 +83,10 @@ def test_cpu_shares_adjustment_bytes():
 def test_event_enum_values():
     assert [api.RUN_POD_SANDBOX, api.REMOVE_POD_SANDBOX, api.CREATE_CONTAINER, api.POST_START_CONTAINER,
             api.UPDATE_CONTAINER, api.REMOVE_CONTAINER, api.VALIDATE_CONTAINER_ADJUSTMENT] == [1, 3, 4, 7, 8, 11, 14]
+
+
+def test_podresources_service_paths():
+    """Multus and the kubelet speak these exact gRPC paths (reference §4.1)."""
+    service = podresources.DESCRIPTOR.services_by_name["PodResourcesLister"]
+    assert service.full_name == "v1.PodResourcesLister"
+    assert [m.name for m in service.methods] == ["List", "GetAllocatableResources", "Get"]
