@@ -11,7 +11,7 @@
   HAMi-core #7). Upstream does the last part only behind the HamiCoreVGPUMonitor gate.
 
 The decision is pure (:func:`plan`); :func:`prepare` does the host side (checks, the cache directory) and is the
-only function that touches files. Problems never fail the container: the injection is dropped and the caller logs
+only function that touches files (through ``koordlet.host.fs``). Problems never fail the container: the injection is dropped and the caller logs
 the reason against the pod.
 """
 
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from koordlet import wire
 from koordlet.host.cgroup import check_pod_uid
+from koordlet.host.fs import reset_dir
 from koordlet.states.deviceallocation import parse_device_allocated
 
 LIBVGPU = "/usr/local/vgpu/libvgpu.so"      # libvgpu dlopens itself from exactly this path in the container
@@ -122,7 +122,5 @@ def prepare(injection: Injection, host: HostLayout) -> Injection:
     problem = host_ready(host)
     if problem is not None:
         raise FileNotFoundError(problem)
-    shutil.rmtree(injection.cache_dir, ignore_errors=True)
-    os.makedirs(injection.cache_dir, exist_ok=True)
-    os.chmod(injection.cache_dir, 0o777)
+    reset_dir(injection.cache_dir, 0o777)
     return injection

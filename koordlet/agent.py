@@ -172,13 +172,14 @@ def build_nri(config: Config, paths: HostPaths, cgroups: Cgroups, metrics: Agent
     features = HookFeatures(cpuset=config.gate("CPUSetAllocator"), batch=config.gate("BatchResource"),
                             group_identity=config.gate("GroupIdentity"), resctrl=config.gate("RdtResctrl"),
                             resctrl_pods=config.gate("Resctrl"), core_sched=config.gate("CoreSched"),
-                            oom_score_adj=config.gate("OOMScoreAdj"), gpu_env=config.gate("GPUEnvInject"))
+                            oom_score_adj=config.gate("OOMScoreAdj"), gpu_env=config.gate("GPUEnvInject"),
+                            rdma_devices=config.gate("RDMADeviceInject"))
     kubepods = cgroups.layout.qos_dir(KubeQOS.GUARANTEED)
     reconciler = agent.reconciler
     hooks = Hooks(features, cgroups.layout, agent.nri_view, executor=agent.executor,
                   bvt=cgroups.has_file("cpu", kubepods, "cpu.bvt_warp_ns"), resctrl_root=paths.sys_fs("resctrl"),
                   nudge=reconciler.nudge if reconciler is not None else None,
-                  hami=HostLayout(libvgpu=config.hami_core_library_directory_path))
+                  hami=HostLayout(libvgpu=config.hami_core_library_directory_path), host=paths)
     return NRIPlugin(settings, hooks, metrics)
 
 

@@ -25,15 +25,19 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
+from koordlet.host.paths import HostPaths
+from koordlet.host.rdma import verbs_devices
 from koordlet.host.resctrl import group_exists
 from koordlet.logutil import LogOnce
 from koordlet.qos.pod_resources import REASON_BATCH, cgroup_updates
 from koordlet.qos.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
 from koordlet.rules.core_sched import group_id
 from koordlet.rules.cpu_qos import CPUQOSRule, cpu_qos_rule, pod_bvt
+from koordlet.rules.devices import allocation_ids, by_container
 from koordlet.rules.oom import container_oom_score_adj
 from koordlet.rules.resources import (ResourceStatus, Settings, SettingsRule, batch_quota_enabled,
                                       container_settings, normalization_ratio, pod_settings, resource_status)
+from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec
 from proto.nri import api_pb2 as api
@@ -60,6 +64,7 @@ class HookFeatures:
     core_sched: bool = False         # CoreSched: cookies right after start
     oom_score_adj: bool = False      # OOMScoreAdj
     gpu_env: bool = False            # GPUEnvInject: NVIDIA_VISIBLE_DEVICES and HAMi-core (hami_bridge)
+    rdma_devices: bool = False       # RDMADeviceInject: rdma_cm and the allocated VFs' uverbs nodes
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,8 @@ class Hooks:
 
     def __init__(self, features: HookFeatures, layout: Layout, view: Callable[[], "NodeView | None"],
                  executor: "Executor | None" = None, bvt: bool = False, resctrl_root: str | None = None,
-                 nudge: Callable[[], None] | None = None, hami: HostLayout = HostLayout()) -> None:
+                 nudge: Callable[[], None] | None = None, hami: HostLayout = HostLayout(),
+                 host: HostPaths | None = None, dev_root: str = "/dev") -> None:
         self.features = features
         self._layout = layout
         self._view = view
@@ -142,6 +148,8 @@ class Hooks:
         self._resctrl_root = resctrl_root  # mounted resctrl fs, or None
         self._nudge = nudge
         self._hami = hami
+        self._host = host if host is not None else HostPaths.under("/")   # sysfs for the RDMA verbs names
+        self._dev_root = dev_root          # the host's /dev as this process sees it
         self._bad = LogOnce(log)
         self._index: tuple[object, dict[str, "PodMeta"]] | None = None
         self._cpu_rule: tuple[NodeSLOSpec, CPUQOSRule] | None = None
@@ -171,7 +179,31 @@ class Hooks:
                 adjust.linux.oom_score_adj.SetInParent()
         if self.features.gpu_env:
             self._inject_gpu(info.pod, ctr.name, adjust)
+        if self.features.rdma_devices:
+            self._inject_rdma(info.pod, ctr.name, adjust)
         return adjust
+
+    def _inject_rdma(self, pod: Pod, name: str, adjust: api.ContainerAdjustment) -> None:
+        """Device nodes for the RDMA functions allocated to this container (to every container when the agent
+        does not know the pod's spec yet, as upstream); any problem injects nothing, logged against the pod."""
+        raw = pod.annotations.get(wire.ANNOTATION_DEVICE_ALLOCATED)
+        if not raw:
+            return
+        try:
+            allocations = parse_device_allocated(raw).get(wire.DEVICE_RDMA) or []
+            if pod.spec_containers:
+                allocations = by_container(pod.spec_containers, {wire.DEVICE_RDMA: allocations}).get(
+                    name, {}).get(wire.DEVICE_RDMA, [])
+            if not allocations:
+                return
+            devices = verbs_devices(self._host, [i for a in allocations for i in allocation_ids(a)], self._dev_root)
+        except (ValueError, OSError) as e:
+            self._bad(f"rdma/{pod.uid}", "nri pod=%s container=%s: RDMA devices not injected: %s", pod.key, name,
+                      e)
+            return
+        for d in devices:
+            adjust.linux.devices.add(path=d.path, type="c", major=d.major, minor=d.minor,
+                                     file_mode=api.OptionalFileMode(value=0o666))
 
     def _inject_gpu(self, pod: Pod, name: str, adjust: api.ContainerAdjustment) -> None:
         """GPU env and HAMi-core mounts; a problem drops HAMi (or everything, for a bad annotation), logged."""

@@ -72,6 +72,10 @@ class FakePci:
         _write(os.path.join(pf.path, "sriov_numvfs"), f"{len(vf_bdfs)}\n")
         _write(os.path.join(pf.path, "sriov_totalvfs"), f"{len(vf_bdfs)}\n")
 
+    def add_verbs(self, bdf: str, uverbs: str, dev: str) -> None:
+        """The verbs char device of an RDMA function: ``<bdf>/infiniband_verbs/uverbsN/dev`` ("231:192")."""
+        _write(os.path.join(self._devs[bdf].path, "infiniband_verbs", uverbs, "dev"), dev + "\n")
+
     def _device(self, bdf: str, path: str, dev: _Dev, device: str) -> None:
         self._devs[bdf] = dev
         files = {"class": dev.pci_class, "vendor": dev.vendor, "device": device}

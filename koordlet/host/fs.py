@@ -1,12 +1,14 @@
 """Small, fast file readers for kernel pseudo-files.
 
 Plain ``os.open``/``os.read`` instead of ``open()``: kernel files are tiny, and skipping the buffered-IO and
-text-decoding layers is most of the cost of a collection cycle (see bench/).
+text-decoding layers is most of the cost of a collection cycle (see bench/). Plus the one directory helper
+host-side preparation needs (:func:`reset_dir`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 
 _READ_SIZE = 65536
 
@@ -42,3 +44,11 @@ def parse_kv(data: bytes) -> dict[bytes, bytes]:
         raise ValueError("odd number of fields in a key/value file")
     it = iter(fields)
     return dict(zip(it, it))
+
+
+def reset_dir(path: str, mode: int) -> None:
+    """``path`` as a new empty directory with exactly ``mode`` (whatever was there is removed). For state a
+    container must start without, such as HAMi-core's shared region whose limits are fixed by its creator."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, mode)       # makedirs applies the umask

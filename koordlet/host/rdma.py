@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 from koordlet.host.fs import read_text
@@ -140,3 +141,46 @@ def _vfs(dev: str, problems: list[str]) -> tuple[str, ...]:
         except OSError as e:
             problems.append(f"{dev}/{link}: unreadable link: {e.strerror}")
     return tuple(vfs)
+
+
+# --- device nodes for containers (RDMADeviceInject) -----------------------------------------------------------
+
+DEV_INFINIBAND = "/dev/infiniband"          # where the nodes are, on the host and in the container
+RDMA_CM = "rdma_cm"                         # the connection manager every RDMA user needs
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+@dataclass(frozen=True)
+class CharDevice:
+    path: str          # in the container (the host's path: the runtime creates the node there)
+    major: int
+    minor: int
+
+
+def _char_device(dev_root: str, name: str) -> CharDevice:
+    host_path = os.path.join(dev_root, "infiniband", name)
+    st = os.stat(host_path)
+    if not stat.S_ISCHR(st.st_mode):
+        raise OSError(f"{host_path} is not a character device")
+    return CharDevice(f"{DEV_INFINIBAND}/{name}", os.major(st.st_rdev), os.minor(st.st_rdev))
+
+
+def verbs_devices(paths: HostPaths, bus_ids: list[str], dev_root: str = "/dev") -> list[CharDevice]:
+    """``rdma_cm`` and the uverbs node of each PCI function (VF or PF) in ``bus_ids``, with the numbers of the
+    host's nodes (under ``dev_root``). The uverbs name comes from sysfs ``<bdf>/infiniband_verbs/``.
+
+    ValueError: a bus id that is not a PCI address (it comes from a pod annotation and becomes a path);
+    OSError: a function without verbs, or a missing node. The caller injects nothing then, as upstream."""
+    out = [_char_device(dev_root, RDMA_CM)]
+    for bus_id in dict.fromkeys(bus_ids):
+        if not _BDF.match(bus_id):
+            raise ValueError(f"{bus_id!r} is not a PCI address (dddd:bb:dd.f)")
+        verbs_dir = paths.sys("bus", "pci", "devices", bus_id, "infiniband_verbs")
+        try:
+            names = sorted(os.listdir(verbs_dir))
+        except OSError as e:
+            raise OSError(f"{verbs_dir}: {e.strerror or e}: {bus_id} has no RDMA verbs device") from None
+        if not names:
+            raise OSError(f"{verbs_dir} is empty: {bus_id} has no RDMA verbs device")
+        out.append(_char_device(dev_root, names[0]))
+    return out

@@ -2,67 +2,26 @@
 
 Multus-CNI finds a pod's RDMA VFs by looking up ``koordinator.sh/rdma`` in the devices the PodResources API lists
 for the pod's containers. The kubelet knows nothing of koord-scheduler's allocations, so the proxy adds them from
-the pod's ``scheduling.koordinator.sh/device-allocated`` annotation. Unlike upstream's proxy, which puts every
-device on ``containers[0]`` (a sidecar, when the pod has one) and lists unknown device types under an empty
-resource name, the devices go to the containers whose resources asked for that device type, and a type without a
-PodResources name is left out (logged by the caller).
-
-Who gets what, per device type:
-- one container asked: it gets every allocation of the type;
-- several asked: allocations are handed out in annotation order by each container's whole-device count, when the
-  counts add up to the allocations; otherwise (shared cards, hints like ApplyForAll) each gets all of them;
-- none asked (an annotation without a request): the first regular container, as a pod's devices serve its app.
-
-Device ids: GPUs by ``id`` (the card UUID); RDMA/FPGA by their VFs' ``busID`` when VFs were allocated, else the
-PF's ``id`` (the PCI address), which is what Multus writes into the CNI config as ``deviceID``/``pciBusID``.
-Empty ids are dropped, never listed as "".
+the pod's ``scheduling.koordinator.sh/device-allocated`` annotation, to the containers that asked for them
+(:mod:`koordlet.rules.devices`; upstream puts them all on ``containers[0]``). Types are listed under
+``wire.PODRESOURCES_NAMES``; a type without a name is left out and reported (upstream lists it under "").
+Ids are GPU UUIDs and the VFs' PCI addresses (the PF's when no VFs were allocated), which Multus writes into the
+CNI config as ``deviceID``/``pciBusID``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from koordlet import wire
-from koordlet.states.deviceallocation import DeviceAllocation, parse_device_allocated
-from koordlet.states.pod import Pod, SpecContainer
+from koordlet.rules.devices import allocation_ids, by_container
+from koordlet.states.deviceallocation import parse_device_allocated
+from koordlet.states.pod import Pod
 from proto.podresources import api_pb2 as pb
 
 # container name -> PodResources resource name -> device ids, in allocation order
 Assignment = dict[str, dict[str, list[str]]]
-
-
-def allocation_ids(allocation: DeviceAllocation) -> list[str]:
-    """What a device is called in PodResources: its VFs' PCI addresses, or its own id."""
-    if allocation.vfs:
-        return [vf.bus_id for vf in allocation.vfs if vf.bus_id]
-    return [allocation.id] if allocation.id else []
-
-
-def device_count(dtype: str, requests: Mapping[str, Fraction]) -> int:
-    """Whole devices one container's request stands for, following the scheduler's normalisation
-    (reference/scheduler.md §1.3): card counts, ``gpu.shared``, percentages over 100 in steps of 100; any
-    other request is a share of one device."""
-    mine = {name: q for name, q in requests.items() if wire.DEVICE_RESOURCES.get(name) == dtype}
-    if dtype == wire.DEVICE_GPU:
-        whole = sum((mine.get(name, Fraction(0)) for name in wire.WHOLE_GPU_RESOURCES), Fraction(0))
-        if whole:
-            return int(whole)
-        if mine.get(wire.RESOURCE_GPU_SHARED):
-            return int(mine[wire.RESOURCE_GPU_SHARED])
-        percent = mine.get(wire.RESOURCE_GPU_MEMORY_RATIO) or mine.get(wire.RESOURCE_GPU) or Fraction(0)
-    else:
-        percent = next(iter(mine.values()), Fraction(0))
-    return int(percent // 100) if percent > 100 and percent % 100 == 0 else 1
-
-
-def _requesters(dtype: str, containers: Sequence[SpecContainer]) -> list[SpecContainer]:
-    asked = [c for c in containers if any(wire.DEVICE_RESOURCES.get(name) == dtype for name in c.devices)]
-    if asked:
-        return asked
-    regular = [c for c in containers if not c.sidecar] or list(containers)
-    return regular[:1]
 
 
 def assign(pod: Pod) -> tuple[Assignment, list[str]]:
@@ -73,28 +32,18 @@ def assign(pod: Pod) -> tuple[Assignment, list[str]]:
     raw = pod.annotations.get(wire.ANNOTATION_DEVICE_ALLOCATED)
     if not raw:
         return {}, []
+    allocated = parse_device_allocated(raw)
+    problems = [f"device type {dtype!r} has no PodResources resource name; not listed"
+                for dtype in allocated if dtype not in wire.PODRESOURCES_NAMES]
+    if allocated and not pod.spec_containers:
+        problems.append("devices allocated but the pod spec has no containers; not listed")
     out: Assignment = {}
-    problems: list[str] = []
-    for dtype, allocations in parse_device_allocated(raw).items():
-        name = wire.PODRESOURCES_NAMES.get(dtype)
-        if name is None:
-            problems.append(f"device type {dtype!r} has no PodResources resource name; not listed")
-            continue
-        requesters = _requesters(dtype, pod.spec_containers)
-        if not requesters:
-            problems.append(f"{dtype} allocated but the pod spec has no containers; not listed")
-            continue
-        counts = [device_count(dtype, c.devices) for c in requesters]
-        shares: Iterable[tuple[SpecContainer, Sequence[DeviceAllocation]]]
-        if len(requesters) > 1 and sum(counts) == len(allocations):
-            starts = [sum(counts[:i]) for i in range(len(counts))]
-            shares = [(c, allocations[s:s + n]) for c, s, n in zip(requesters, starts, counts)]
-        else:
-            shares = [(c, allocations) for c in requesters]
-        for container, mine in shares:
-            ids = [i for a in mine for i in allocation_ids(a)]
-            if ids:
-                out.setdefault(container.name, {}).setdefault(name, []).extend(ids)
+    for container, types in by_container(pod.spec_containers, allocated).items():
+        for dtype, allocations in types.items():
+            name = wire.PODRESOURCES_NAMES.get(dtype)
+            ids = [i for a in allocations for i in allocation_ids(a)]
+            if name is not None and ids:
+                out.setdefault(container, {}).setdefault(name, []).extend(ids)
     return out, problems
 
 

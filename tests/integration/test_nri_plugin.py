@@ -3,6 +3,7 @@ every adjustment field, framing cases, fail-open, and the connection lifecycle (
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -45,8 +46,9 @@ class Harness:
         return rt
 
     def plugin(self, features: HookFeatures = HookFeatures(oom_score_adj=True),
-               view: Callable[[], object] | None = None, **settings) -> NRIPlugin:
-        hooks = Hooks(features, self.cgroups.layout, view or (lambda: self.view))  # type: ignore[arg-type]
+               view: Callable[[], object] | None = None, hooks_kw: dict | None = None, **settings) -> NRIPlugin:
+        hooks = Hooks(features, self.cgroups.layout, view or (lambda: self.view),  # type: ignore[arg-type]
+                      **(hooks_kw or {}))
         kw = {"backoff_initial": 0.1, **settings}
         plugin = NRIPlugin(PluginSettings(socket_path=self.socket, **kw), hooks, self.metrics)
         plugin.start()
@@ -119,6 +121,47 @@ def test_create_container_sets_every_owned_field(h):
         and r_be.cpu.shares.value == 512
     assert rt.violations == []
     assert metric(h.metrics, "koordlet_nri_hook_seconds_count", hook="CreateContainer") == 2
+
+
+def test_a_hami_core_pod_gets_the_upstream_env_and_mounts(h, tmp_path):
+    """The runtime creates a HAMi-core pod's container: the adjustment carries exactly what upstream's gpu hook
+    gives (reference §3.3), with the per-container shared cache, and the runtime finds nothing wrong with it."""
+    from hami_bridge.inject import HostLayout
+    host = HostLayout(libvgpu=str(tmp_path / "vgpu" / "libvgpu.so"), lock_dir=str(tmp_path / "vgpulock"),
+                      cache_root=str(tmp_path / "vgpu" / "containers"))
+    (tmp_path / "vgpu").mkdir()
+    (tmp_path / "vgpu" / "libvgpu.so").write_bytes(b"\x7fELF")
+    (tmp_path / "vgpulock").mkdir()
+    rt = h.runtime()
+    h.plugin(HookFeatures(gpu_env=True), hooks_kw={"hami": host})
+    ready(rt)
+    uid = "77777777-2222-3333-4444-555555555555"
+    allocated = {"gpu": [{"minor": 1, "id": "GPU-5b1f", "resources": {
+        "koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory": "11520Mi",
+        "koordinator.sh/gpu-memory-ratio": "50"}}]}
+    pod = sandbox(uid, "LS", annotations={"scheduling.koordinator.sh/device-allocated": json.dumps(allocated)},
+                  labels={"koordinator.sh/gpu-isolation-provider": "HAMi-core"})
+    stale = tmp_path / "vgpu" / "containers" / f"{uid}_cuda" / "old.cache"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("limits of the previous start")
+    adjust = rt.create_container(pod, container(pod, "cuda")).adjust
+    assert {e.key: e.value for e in adjust.env} == {
+        "NVIDIA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_MEMORY_LIMIT": "12079595520", "CUDA_DEVICE_SM_LIMIT": "50",
+        "LD_PRELOAD": "/usr/local/vgpu/libvgpu.so",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE": f"/usr/local/vgpu/{uid}_cuda.cache"}
+    assert sorted((m.destination, m.type, m.source, tuple(m.options)) for m in adjust.mounts) == [
+        ("/tmp/vgpulock", "bind", str(tmp_path / "vgpulock"), ("rbind",)),
+        ("/usr/local/vgpu", "bind", str(stale.parent), ("rbind",)),
+        ("/usr/local/vgpu/libvgpu.so", "bind", str(tmp_path / "vgpu" / "libvgpu.so"), ("rbind",))]
+    assert os.listdir(stale.parent) == [] and (os.stat(stale.parent).st_mode & 0o777) == 0o777
+    whole = sandbox("88888888-2222-3333-4444-555555555555", "LS",
+                    annotations={"scheduling.koordinator.sh/device-allocated": json.dumps(
+                        {"gpu": [{"minor": 0, "resources": {"koordinator.sh/gpu-memory-ratio": "100"}},
+                                 {"minor": 3, "resources": {"koordinator.sh/gpu-memory-ratio": "100"}}]})},
+                    labels={"koordinator.sh/gpu-isolation-provider": "HAMi-core"})
+    adjust = rt.create_container(whole, container(whole, "cuda")).adjust
+    assert {e.key: e.value for e in adjust.env} == {"NVIDIA_VISIBLE_DEVICES": "0,3"} and not adjust.mounts
+    assert rt.violations == []
 
 
 @pytest.mark.parametrize("version", ["v0.11.0", "v0.12.0"])

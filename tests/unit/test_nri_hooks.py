@@ -265,3 +265,56 @@ def test_gpu_injection_through_create_container(tmp_path, caplog):
     assert os.path.isdir(tmp_path / "containers" / f"{uid}_app")
     bad = sandbox(uid, "LS", annotations={"scheduling.koordinator.sh/device-allocated": "{"})
     assert h.create_container(bad, container(bad, "app")).ByteSize() == 0
+
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating device nodes (mknod) needs root")
+def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
+    """rdma_cm and the allocated VF's uverbs node, with the host node's numbers, mode 0666, for the container that
+    asked for RDMA; a VF without verbs injects nothing and says why; a bus id that is not a PCI address never
+    becomes a path."""
+    import stat
+
+    from koordlet.host.paths import HostPaths
+    from koordlet.states.informer import PodMeta
+    from koordlet.states.pod import pod_from_k8s
+    from tests.fakepci import FakePci
+    host = HostPaths.under(str(tmp_path / "host"))
+    pci = FakePci(host.sys_root)
+    pci.add("0000:09:00.0", pci_class="0x020000", vendor="0x15b3", device="0x101b")
+    pci.add_vfs("0000:09:00.0", ["0000:09:00.4", "0000:09:00.5"])
+    pci.add_verbs("0000:09:00.4", "uverbs4", "231:196")
+    dev = tmp_path / "dev"
+    (dev / "infiniband").mkdir(parents=True)
+    os.mknod(dev / "infiniband" / "rdma_cm", stat.S_IFCHR | 0o666, os.makedev(10, 58))
+    os.mknod(dev / "infiniband" / "uverbs4", stat.S_IFCHR | 0o666, os.makedev(231, 196))
+    uid = "11111111-2222-3333-4444-555555555555"
+
+    def allocated(*vfs):
+        return {"scheduling.koordinator.sh/device-allocated": json.dumps({"rdma": [
+            {"minor": 0, "id": "0000:09:00.0", "resources": {"koordinator.sh/rdma": "1"},
+             "extension": {"vfs": [{"minor": -1, "busID": vf} for vf in vfs]}}]})}
+
+    obj = {"metadata": {"name": "train", "namespace": "ns", "uid": uid, "annotations": allocated("0000:09:00.4")},
+           "spec": {"containers": [{"name": "app", "resources": {"limits": {"koordinator.sh/rdma": "1"}}},
+                                   {"name": "log"}]},
+           "status": {"phase": "Running", "qosClass": "Burstable"}}
+    known = view([PodMeta(pod_from_k8s(obj), f"kubepods/burstable/pod{uid}", ())])
+    paths, cg, _ = fake_host(tmp_path, files=())
+    h = Hooks(HookFeatures(rdma_devices=True), cg.layout, lambda: known, host=host, dev_root=str(dev))
+    pod = sandbox(uid, annotations=allocated("0000:09:00.4"), name="train")
+    adjust = h.create_container(pod, container(pod, "app"))
+    assert [(d.path, d.type, d.major, d.minor, d.file_mode.value) for d in adjust.linux.devices] == [
+        ("/dev/infiniband/rdma_cm", "c", 10, 58, 0o666), ("/dev/infiniband/uverbs4", "c", 231, 196, 0o666)]
+    assert not h.create_container(pod, container(pod, "log")).linux.devices     # it did not ask for RDMA
+
+    unknown = Hooks(HookFeatures(rdma_devices=True), cg.layout, lambda: None, host=host, dev_root=str(dev))
+    assert len(unknown.create_container(pod, container(pod, "log")).linux.devices) == 2   # as upstream: all
+
+    with caplog.at_level(logging.WARNING):
+        other = sandbox("22222222-2222-3333-4444-555555555555", annotations=allocated("0000:09:00.5"))
+        assert unknown.create_container(other, container(other, "app")).ByteSize() == 0
+        evil = sandbox("33333333-2222-3333-4444-555555555555", annotations=allocated("../../../etc"))
+        assert unknown.create_container(evil, container(evil, "app")).ByteSize() == 0
+    assert "0000:09:00.5 has no RDMA verbs device" in caplog.text
+    assert "'../../../etc' is not a PCI address" in caplog.text

@@ -8,7 +8,8 @@ from fractions import Fraction
 import pytest
 
 from koordlet import wire
-from koordlet.podresources.merge import allocation_ids, assign, device_count, merge
+from koordlet.podresources.merge import assign, merge
+from koordlet.rules.devices import allocation_ids, device_count
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from koordlet.states.pod import pod_from_k8s
 from proto.podresources import api_pb2 as pb
