@@ -37,6 +37,7 @@ from koordlet.states.pleg import Pleg
 from koordlet.states.standalone import StandalonePodSource
 
 if TYPE_CHECKING:
+    from koordlet.collectors.cpi import CPICollector
     from koordlet.collectors.gpu import GpuDevices
     from koordlet.executor import Executor
     from koordlet.host.rdma import RdmaDevice
@@ -254,6 +255,7 @@ class Agent:
     reconciler: "Reconciler | None" = None            # QoS strategies (None: enforcement off)
     nri: "NRIPlugin | None" = None                    # NRI plugin (enable-nri-runtime-hook, root only)
     pod_resources: "ProxyServer | None" = None        # PodResources proxy for Multus (gate PodResourcesProxy)
+    cpi: "CPICollector | None" = None                 # gate CPICollector
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
@@ -458,6 +460,9 @@ class Agent:
                                                                  cluster)
         if config.enable_nri_runtime_hook and os.geteuid() == 0:
             agent.nri = build_nri(config, paths, cgroups, metrics, agent)
+        if config.gate("CPICollector") and config.cpi_collector_interval > 0:
+            from koordlet.collectors.cpi import CPICollector
+            agent.cpi = CPICollector(cgroups, metrics, topology.online, window=config.collect_cpi_timewindow)
         if config.gate("PodResourcesProxy"):
             agent.pod_resources = build_pod_resources_proxy(config, metrics, informer)
         return agent
@@ -504,6 +509,11 @@ class Agent:
         if self.reconciler is not None:
             threads.append(threading.Thread(target=self.reconciler.run, args=(stop, self.qos_view), name="qos",
                                             daemon=True))
+        if self.cpi is not None:
+            cpi = self.cpi
+            threads.append(threading.Thread(target=self._periodic, name="cpi", daemon=True, args=(
+                stop, "cpi", cfg.cpi_collector_interval,
+                lambda: self.cache.append(cpi.collect(time.time(), self.informer.pods, stop)))))
         if self.gpus is not None and self.gpus.session is not None:
             threads.append(threading.Thread(target=self.gpus.watch_health, args=(stop,), name="gpu-health",
                                             daemon=True))
@@ -646,6 +656,18 @@ class Agent:
         self.informer.on_sync.append(pleg.rearm)
         pleg.start()
         return pleg
+
+    def _periodic(self, stop: threading.Event, what: str, interval: float, step: Callable[[], None]) -> None:
+        """A slow collector's loop: ``step`` every ``interval`` (its own duration included), errors logged once."""
+        while True:
+            started = time.monotonic()
+            try:
+                step()
+                self._bad.forget(what)
+            except Exception as e:      # a collector bug must not end the agent (nor the loop)
+                self._bad(what, "%s collection failed error=%s", what, e)
+            if stop.wait(max(0.0, interval - (time.monotonic() - started))):
+                return
 
     def _collect_loop(self, stop: threading.Event) -> None:
         interval = self.config.collect_res_used_interval

@@ -249,6 +249,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("collect-res-used-interval", parse_duration, 1.0, "usage collection period (<1s disables collection)"),
     Option("collect-sys-metric-outdated-interval", parse_duration, 10.0,
            "system usage is computed only from inputs newer than this"),
+    Option("cpi-collector-interval", parse_duration, 60.0, "CPI collection period (gate CPICollector)"),
+    Option("collect-cpi-timewindow", parse_duration, 10.0, "how long the CPI counters count in each period"),
+    Option("psi-collector-interval", parse_duration, 10.0, "PSI collection period (gate PSICollector)"),
+    Option("coldpage-collector-interval", parse_duration, 5.0, "cold memory (kidled) collection period "
+           "(gate ColdPageCollector)"),
+    Option("enable-pagecache-collector", parse_bool, False, "collect memory usage with page cache (needed by "
+           "nodeMemoryCollectPolicy usageWithPageCache)"),
     Option("tsdb-path", parse_path, "/metric-data/", "metric cache directory (sqlite file inside)"),
     Option("tsdb-retention-duration", parse_duration, 12 * 3600.0, "metric cache retention on disk"),
     Option("tsdb-max-bytes", parse_size, 100 * 2**20, "metric cache size cap on disk"),
@@ -340,6 +347,11 @@ class Config:
     kubelet_sync_timeout: float
     collect_res_used_interval: float
     collect_sys_metric_outdated_interval: float
+    cpi_collector_interval: float
+    collect_cpi_timewindow: float
+    psi_collector_interval: float
+    coldpage_collector_interval: float
+    enable_pagecache_collector: bool
     tsdb_path: str
     tsdb_retention_duration: float
     tsdb_max_bytes: int

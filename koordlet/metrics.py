@@ -137,6 +137,25 @@ class AgentMetrics:
             "koordlet_pod_resources_proxy_staleness_seconds", "(koordlet-py) age of the kubelet PodResources "
             "answer the proxy serves from (grows while the kubelet is away; -1: it never answered)", ["node"],
             registry=r)
+        # CPI (collectors/cpi.py): upstream's performance metric, and ours for the fd budget
+        self.container_cpi = Gauge(
+            "koordlet_container_cpi", "Container cycles and instructions counted over the last CPI window "
+            "(CPI = cycles / instructions)", ["node", "container_id", "container_name", "pod_uid", "pod_name",
+                                              "pod_namespace", "cpi_field"], registry=r)
+        self.cpi_containers = Gauge(
+            "koordlet_cpi_containers", "(koordlet-py) containers counted in the last CPI window (counted) and those "
+            "left for a later window because the fd budget was short (deferred)", ["node", "state"], registry=r)
+        # PSI (collectors/psi.py); label values as upstream: psi_precision avg10|avg60|avg300, cpu_full_supported
+        # "true"|"false" (of that row's resource, despite the name)
+        psi = ["psi_resource_type", "psi_precision", "psi_degree"]
+        self.container_psi = Gauge(
+            "koordlet_container_psi", "Container psi collected by koordlet", ["node", "container_id",
+            "container_name", "pod_uid", "pod_name", "pod_namespace", *psi, "cpu_full_supported"], registry=r)
+        self.pod_psi = Gauge("koordlet_pod_psi", "Pod psi collected by koordlet", ["node", "pod_uid", "pod_name",
+                             "pod_namespace", *psi, "cpu_full_supported"], registry=r)
+        self.node_psi = Gauge("koordlet_node_psi", "(koordlet-py) node pressure stall information from "
+                              "/proc/pressure: percent of wall time stalled (full only where the kernel has it)",
+                              ["node", *psi], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
     def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:
