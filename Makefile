@@ -32,6 +32,7 @@ bench: venv
 	$(BIN)/python bench/tc_reconcile.py
 	$(BIN)/python bench/nri_roundtrip.py
 	$(BIN)/python bench/podresources_list.py
+	$(BIN)/python bench/cpi_window.py
 
 # Regenerate proto/*_pb2*.py from the .proto sources (grpcio-tools from the test extra).
 proto: venv
