@@ -38,6 +38,7 @@ from koordlet.states.standalone import StandalonePodSource
 
 if TYPE_CHECKING:
     from koordlet.collectors.cpi import CPICollector
+    from koordlet.collectors.memory import ColdPageCollector, PageCacheCollector
     from koordlet.collectors.gpu import GpuDevices
     from koordlet.executor import Executor
     from koordlet.host.rdma import RdmaDevice
@@ -256,6 +257,8 @@ class Agent:
     nri: "NRIPlugin | None" = None                    # NRI plugin (enable-nri-runtime-hook, root only)
     pod_resources: "ProxyServer | None" = None        # PodResources proxy for Multus (gate PodResourcesProxy)
     cpi: "CPICollector | None" = None                 # gate CPICollector
+    cold_pages: "ColdPageCollector | None" = None     # gate ColdPageCollector (kidled kernels, cgroup v1)
+    page_cache: "PageCacheCollector | None" = None    # enable-pagecache-collector
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
@@ -378,9 +381,15 @@ class Agent:
         obj = self.cluster.node_metric.object if self.cluster else None
         now = time.time() if now is None else now
         gpus = [g for g in self.gpus.gpus if not g.lost] if self.gpus else []
-        status = NodeMetricBuilder(self.cache, self.collect_policy()).status(
-            self.informer.pods, now, lambda pods: self.prediction.reclaimable(now, self.allocatable(), pods),
-            self.host_apps(), gpus)
+        builder = NodeMetricBuilder(self.cache, self.collect_policy(),
+                                    kidled_running=self.cold_pages is not None and self.cold_pages.running)
+        if builder.memory_policy_fallback:
+            self._bad("memory policy", "NodeMetric %s: %s", self.config.node_name, builder.memory_policy_fallback)
+        else:
+            self._bad.forget("memory policy")
+        status = builder.status(self.informer.pods, now,
+                                lambda pods: self.prediction.reclaimable(now, self.allocatable(), pods),
+                                self.host_apps(), gpus)
         return node_metric_object(self.config.node_name, (obj or {}).get("spec") or {}, status)
 
     def nrt_status(self) -> nrt.NRTStatus:
@@ -463,6 +472,17 @@ class Agent:
         if config.gate("CPICollector") and config.cpi_collector_interval > 0:
             from koordlet.collectors.cpi import CPICollector
             agent.cpi = CPICollector(cgroups, metrics, topology.online, window=config.collect_cpi_timewindow)
+        if config.gate("ColdPageCollector") and config.coldpage_collector_interval > 0:
+            from koordlet.collectors.memory import ColdPageCollector
+            cold = ColdPageCollector(paths, cgroups, metrics, agent.executor)
+            supported, why = cold.supported()
+            if supported:
+                agent.cold_pages = cold
+            else:
+                log.warning("cold page collector off: %s", why)
+        if config.enable_pagecache_collector:
+            from koordlet.collectors.memory import PageCacheCollector
+            agent.page_cache = PageCacheCollector(paths, cgroups, metrics)
         if config.gate("PodResourcesProxy"):
             agent.pod_resources = build_pod_resources_proxy(config, metrics, informer)
         return agent
@@ -514,6 +534,17 @@ class Agent:
             threads.append(threading.Thread(target=self._periodic, name="cpi", daemon=True, args=(
                 stop, "cpi", cfg.cpi_collector_interval,
                 lambda: self.cache.append(cpi.collect(time.time(), self.informer.pods, stop)))))
+        if self.cold_pages is not None:
+            cold = self.cold_pages
+            threads.append(threading.Thread(target=self._periodic, name="coldpage", daemon=True, args=(
+                stop, "coldpage", cfg.coldpage_collector_interval,
+                lambda: self.cache.append(cold.collect(time.time(), self.informer.pods, self.host_apps())
+                                          if cold.running or cold.start() else []))))
+        if self.page_cache is not None:
+            page_cache = self.page_cache
+            threads.append(threading.Thread(target=self._periodic, name="pagecache", daemon=True, args=(
+                stop, "pagecache", max(cfg.collect_res_used_interval, 1.0),
+                lambda: self.cache.append(page_cache.collect(time.time(), self.informer.pods)))))
         if self.gpus is not None and self.gpus.session is not None:
             threads.append(threading.Thread(target=self.gpus.watch_health, args=(stop,), name="gpu-health",
                                             daemon=True))

@@ -106,9 +106,9 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
     else:
         add(Feature("PSI per cgroup", False, "kernel without CONFIG_PSI or psi=0"))
 
-    kidled = paths.sys("kernel", "mm", "kidled", "scan_period_in_seconds")
-    add(Feature("cold memory (kidled)", os.path.exists(kidled),
-                kidled if os.path.exists(kidled) else "no kidled: Alibaba Cloud Linux / Anolis kernels only"))
+    from koordlet.host.kidled import kidled_supported
+    ok, why = kidled_supported(paths) if v1 else (False, "kidled is cgroup v1 only")
+    add(Feature("cold memory (kidled)", ok, why))
     mem_root = cgroups.path("memory", "")
     if v1:
         add(_file_probe("memory QoS (memory.min)", os.path.join(mem_root, "memory.min"),

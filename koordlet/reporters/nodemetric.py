@@ -23,7 +23,8 @@ when it has samples in the window.
 ``prodReclaimableMetric`` / ``prodPeakMetric`` come from the peak predictor (``koordlet.prediction``), fed the
 pods that had metrics, as upstream; when it cannot answer, ``prodReclaimableMetric`` is ``{"resource": {}}`` and
 ``prodPeakMetric`` is omitted, exactly what upstream sends. ``hostApplicationMetric``: per NodeSLO host
-application with samples, AVG cpu and memory (``…_with_page_cache`` under ``usageWithPageCache``), its priority
+application with samples, AVG cpu and memory (``…_with_page_cache`` under ``usageWithPageCache``,
+``…_with_hot_page_usage`` under ``usageWithHotPageCache`` while kidled runs), its priority
 and QoS copied from the NodeSLO, sorted by name.
 
 GPUs (``devices`` in ``nodeUsage`` and each pod's ``podUsage``): per GPU with samples in the window, AVG of
@@ -55,12 +56,19 @@ MEMORY_POLICIES = ("usageWithoutPageCache", "usageWithHotPageCache", "usageWithP
 COLD_START_RATIO = 0.5
 NUMA_LABEL = "numa_node_id"           # upstream's MetricPropertyNUMANodeID
 
-# metric kind per (scope, memory policy); hot-page data needs kidled, which falls back as upstream does
+# metric kind per (scope, memory policy); anything else is f"{scope}_memory_usage" (usageWithoutPageCache).
+# usageWithHotPageCache applies only while kidled runs (the cold page collector started); otherwise node, pods and
+# host applications all fall back to usageWithoutPageCache, as upstream (GetIsStartColdMemory)
 _MEMORY_KIND = {
     ("node", "usageWithPageCache"): "node_memory_usage_with_page_cache",
     ("pod", "usageWithPageCache"): "pod_memory_usage_with_page_cache",
     ("host_application", "usageWithPageCache"): "host_application_memory_usage_with_page_cache",
+    ("node", "usageWithHotPageCache"): "node_memory_with_hot_page_usage",
+    ("pod", "usageWithHotPageCache"): "pod_memory_with_hot_page_usage",
+    ("host_application", "usageWithHotPageCache"): "host_application_memory_with_hot_page_usage",
 }
+HOT_PAGE_POLICY = "usageWithHotPageCache"
+FALLBACK_POLICY = "usageWithoutPageCache"
 
 
 @dataclass(frozen=True)
@@ -125,12 +133,31 @@ def resources(cpu_cores: float, memory_bytes: float) -> dict[str, str]:
 
 
 class NodeMetricBuilder:
-    def __init__(self, cache: MetricCache, policy: CollectPolicy) -> None:
+    """``kidled_running``: the cold page collector started (kidled on); without it usageWithHotPageCache falls
+    back to usageWithoutPageCache and :attr:`memory_policy_fallback` says so."""
+
+    def __init__(self, cache: MetricCache, policy: CollectPolicy, *, kidled_running: bool = False) -> None:
         self._cache = cache
         self._policy = policy
+        self._kidled_running = kidled_running
+
+    @property
+    def memory_policy(self) -> str:
+        """The memory policy the report follows (the spec's, or the fallback)."""
+        if self._policy.memory_policy == HOT_PAGE_POLICY and not self._kidled_running:
+            return FALLBACK_POLICY
+        return self._policy.memory_policy
+
+    @property
+    def memory_policy_fallback(self) -> str | None:
+        """Why the spec's nodeMemoryCollectPolicy is not followed (for the caller to log once), or None."""
+        if self.memory_policy == self._policy.memory_policy:
+            return None
+        return (f"nodeMemoryCollectPolicy {HOT_PAGE_POLICY} needs kidled (feature gate ColdPageCollector on a "
+                f"kidled kernel with cgroup v1) and it is not running; reporting {FALLBACK_POLICY}")
 
     def _memory_kind(self, scope: str) -> str:
-        return _MEMORY_KIND.get((scope, self._policy.memory_policy), f"{scope}_memory_usage")
+        return _MEMORY_KIND.get((scope, self.memory_policy), f"{scope}_memory_usage")
 
     def _query(self, cpu_kind: str, mem_kind: str, labels: Mapping[str, str] | None, start: float,
                end: float) -> tuple[AggregateResult, AggregateResult]:

@@ -134,3 +134,53 @@ def test_numa_usages_omitted_when_no_node_has_samples():
     fill(cache, 300)
     cache.append(numa_samples(0, NOW - 600, cpu=1.0, memory=GiB) + numa_samples(1, NOW - 10, memory=GiB))
     assert "numaUsages" not in NodeMetricBuilder(cache, CollectPolicy()).status([], NOW)["nodeMetric"]
+
+
+def memory_policy_cache():
+    """cpu for node, pod a and host app nginx; each memory kind a distinct value so the chosen one shows."""
+    cache = MetricCache(None, clock=lambda: NOW)
+    pod_lb, app_lb = (("pod_uid", "a"),), (("host_app_name", "nginx"),)
+    samples = []
+    for i in range(30):
+        ts = NOW - 290 + i * 10
+        samples += [Sample("node_cpu_usage", (), ts, 1.0), Sample("pod_cpu_usage", pod_lb, ts, 0.5),
+                    Sample("host_application_cpu_usage", app_lb, ts, 0.25)]
+        for scope, labels, base in (("node", (), 1024), ("pod", pod_lb, 64), ("host_application", app_lb, 32)):
+            samples += [Sample(f"{scope}_memory_usage", labels, ts, base * 2**20),
+                        Sample(f"{scope}_memory_usage_with_page_cache", labels, ts, 3 * base * 2**20),
+                        Sample(f"{scope}_memory_with_hot_page_usage", labels, ts, 2 * base * 2**20)]
+    cache.append(samples)
+    return cache
+
+
+def memories(builder):
+    from koordlet.states.hostapps import HostApp
+    status = builder.status([pod("a", "web")], NOW, host_apps=[HostApp("nginx", "koord-prod", "LS", "nginx")])
+    return (status["nodeMetric"]["nodeUsage"]["resources"]["memory"],
+            status["podsMetric"][0]["podUsage"]["resources"]["memory"],
+            status["hostApplicationMetric"][0]["usage"]["resources"]["memory"])
+
+
+def test_hot_page_policy_reports_hot_usage_while_kidled_runs():
+    cache = memory_policy_cache()
+    hot = CollectPolicy(memory_policy="usageWithHotPageCache")
+    running = NodeMetricBuilder(cache, hot, kidled_running=True)
+    assert memories(running) == ("2Gi", "128Mi", "64Mi")
+    assert running.memory_policy == "usageWithHotPageCache" and running.memory_policy_fallback is None
+
+
+def test_hot_page_policy_falls_back_without_kidled_for_node_pods_and_host_apps():
+    cache = memory_policy_cache()
+    stopped = NodeMetricBuilder(cache, CollectPolicy(memory_policy="usageWithHotPageCache"))
+    assert memories(stopped) == ("1Gi", "64Mi", "32Mi")                  # usageWithoutPageCache everywhere
+    assert stopped.memory_policy == "usageWithoutPageCache"
+    assert "kidled" in stopped.memory_policy_fallback and "usageWithoutPageCache" in stopped.memory_policy_fallback
+
+
+def test_other_policies_ignore_kidled():
+    cache = memory_policy_cache()
+    for running in (False, True):
+        with_cache = NodeMetricBuilder(cache, CollectPolicy(memory_policy="usageWithPageCache"), kidled_running=running)
+        assert memories(with_cache) == ("3Gi", "192Mi", "96Mi") and with_cache.memory_policy_fallback is None
+        plain = NodeMetricBuilder(cache, CollectPolicy(), kidled_running=running)
+        assert memories(plain) == ("1Gi", "64Mi", "32Mi") and plain.memory_policy_fallback is None
