@@ -39,6 +39,7 @@ from koordlet.states.standalone import StandalonePodSource
 if TYPE_CHECKING:
     from koordlet.collectors.cpi import CPICollector
     from koordlet.collectors.memory import ColdPageCollector, PageCacheCollector
+    from koordlet.collectors.psi import PSICollector
     from koordlet.collectors.gpu import GpuDevices
     from koordlet.executor import Executor
     from koordlet.host.rdma import RdmaDevice
@@ -259,6 +260,7 @@ class Agent:
     cpi: "CPICollector | None" = None                 # gate CPICollector
     cold_pages: "ColdPageCollector | None" = None     # gate ColdPageCollector (kidled kernels, cgroup v1)
     page_cache: "PageCacheCollector | None" = None    # enable-pagecache-collector
+    psi: "PSICollector | None" = None                 # gate PSICollector
     collecting: bool = False          # set after the first completed collection cycle (readiness)
     _kubelet_config: tuple[float, nrt.KubeletCPUConfig | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
@@ -480,6 +482,14 @@ class Agent:
                 agent.cold_pages = cold
             else:
                 log.warning("cold page collector off: %s", why)
+        if config.gate("PSICollector") and config.psi_collector_interval > 0:
+            from koordlet.collectors.psi import PSICollector
+            psi = PSICollector(paths, cgroups, metrics)
+            supported, why = psi.supported()
+            if supported:
+                agent.psi = psi
+            else:
+                log.warning("psi collector off: %s", why)
         if config.enable_pagecache_collector:
             from koordlet.collectors.memory import PageCacheCollector
             agent.page_cache = PageCacheCollector(paths, cgroups, metrics)
@@ -540,6 +550,11 @@ class Agent:
                 stop, "coldpage", cfg.coldpage_collector_interval,
                 lambda: self.cache.append(cold.collect(time.time(), self.informer.pods, self.host_apps())
                                           if cold.running or cold.start() else []))))
+        if self.psi is not None:
+            psi = self.psi
+            threads.append(threading.Thread(target=self._periodic, name="psi", daemon=True, args=(
+                stop, "psi", cfg.psi_collector_interval,
+                lambda: self.cache.append(psi.collect(time.time(), self.informer.pods)))))
         if self.page_cache is not None:
             page_cache = self.page_cache
             threads.append(threading.Thread(target=self._periodic, name="pagecache", daemon=True, args=(

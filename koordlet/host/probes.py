@@ -97,14 +97,11 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
                errno.EPERM: "denied by kernel.perf_event_paranoid"}.get(e.errno, e.strerror)
         add(Feature("hardware perf counters (CPI)", False, f"perf_event_open(cycles): {why}"))
 
-    psi_file = cgroups.path("cpuacct", "", "cpu.pressure") if v1 else cgroups.path("", "", "cpu.pressure")
-    if os.path.exists(psi_file):
-        add(Feature("PSI per cgroup", True, psi_file))
-    elif os.path.exists(paths.proc("pressure", "cpu")):
-        add(Feature("PSI per cgroup", False, "node PSI only: cgroup v1 has no per-cgroup pressure files "
-                                              "(Anolis kernels add them)"))
-    else:
-        add(Feature("PSI per cgroup", False, "kernel without CONFIG_PSI or psi=0"))
+    from koordlet.host import psi
+    ok, why = psi.node_supported(paths)
+    add(Feature("PSI (node)", ok, why))
+    ok, why = psi.cgroup_supported(cgroups, cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
+    add(Feature("PSI per cgroup", ok, why))
 
     from koordlet.host.kidled import kidled_supported
     ok, why = kidled_supported(paths) if v1 else (False, "kidled is cgroup v1 only")

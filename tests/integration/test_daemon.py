@@ -192,3 +192,50 @@ def test_daemon_serves_pod_resources_to_multus(tmp_path):
         if proc.poll() is None:
             proc.kill()
         kubelet.stop()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/pressure/cpu"), reason="kernel without PSI")
+def test_daemon_exports_psi_and_page_cache_and_stays_quiet_without_a_pmu_or_kidled(tmp_path):
+    """With the performance gates on, a host like this VM (node PSI, no pod PSI, no PMU, no kidled) gets node PSI
+    on /metrics, page-cache usage in the metric cache, and no error lines."""
+    host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)
+    host.add_pod(KubeQOS.BURSTABLE, "uid-web", CgroupValues(cpu_ns=1, anon=64 << 20),
+                 {A: CgroupValues(cpu_ns=1, anon=60 << 20)})
+    port = free_port()
+    cmd = [sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "node-a",
+           "--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", "/proc/", "--addr", f"127.0.0.1:{port}",
+           "--tsdb-path", str(tmp_path / "cache"), "--enable-nri-runtime-hook=false",
+           "--feature-gates", "PSICollector=true,CPICollector=true,ColdPageCollector=true",
+           "--enable-pagecache-collector=true", "--metric-cache-flush-interval=1s"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def psi_exported():
+            try:
+                return 'koordlet_node_psi{node="node-a",psi_degree="some",psi_precision="avg10",' \
+                       'psi_resource_type="cpu"}' in get(base + "/metrics")[1]
+            except OSError:
+                return False
+        assert wait_for(psi_exported, 15)
+        time.sleep(2.5)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+        stderr = proc.stderr.read()
+        assert proc.returncode == 0
+        assert " ERROR " not in stderr and "Traceback" not in stderr, stderr
+        assert "cold page collector off" in stderr          # said once at start, then quiet
+        cache = MetricCache(str(tmp_path / "cache"))
+        try:
+            assert cache.series_count() > 0
+            from koordlet.metriccache import EmptyError
+            try:
+                value = cache.query("node_memory_usage_with_page_cache", (), 0, time.time() + 1).value("last")
+            except EmptyError:
+                value = 0
+            assert value > 0
+        finally:
+            cache.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
