@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from typing import Callable
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.fs import read_bytes
@@ -129,36 +130,35 @@ def unsupported_errno(e: OSError) -> bool:
     return e.errno in (errno.EOPNOTSUPP, errno.ENOTSUP)
 
 
-def node_supported(paths: HostPaths) -> tuple[bool, str]:
-    """Whether /proc/pressure can be read (actually read: psi=0 kernels have the files but refuse them)."""
-    path = node_files(paths)["cpu"]
+def _unreadable(read: Callable[[], object], absent: Callable[[str], str]) -> str | None:
+    """None when ``read()`` works, else why not (``absent(path)`` for a missing file)."""
     try:
-        node_psi(paths)
+        read()
     except FileNotFoundError as e:
-        return False, f"{e.filename or path} absent: kernel without PSI (CONFIG_PSI) or booted with psi=0"
+        return absent(e.filename)
     except OSError as e:
         if unsupported_errno(e):
-            return False, f"{e.filename or path}: PSI disabled in the kernel (psi=0)"
-        return False, f"{e.filename or path} unreadable: {e.strerror}"
+            return f"{e.filename}: PSI disabled in the kernel (psi=0)"
+        return f"{e.filename} unreadable: {e.strerror}"
     except ValueError as e:
-        return False, str(e)
-    return True, f"{paths.proc('pressure')}/{{cpu,memory,io}} readable"
+        return str(e)
+    return None
+
+
+def node_supported(paths: HostPaths) -> tuple[bool, str]:
+    """Whether /proc/pressure can be read (actually read: psi=0 kernels have the files but refuse them)."""
+    why = _unreadable(lambda: node_psi(paths), lambda path: f"{path or node_files(paths)['cpu']} absent: kernel "
+                      "without PSI (CONFIG_PSI) or booted with psi=0")
+    return why is None, why or f"{paths.proc('pressure')}/{{cpu,memory,io}} readable"
 
 
 def cgroup_supported(cgroups: Cgroups, rel: str) -> tuple[bool, str]:
     """Whether the three pressure files of cgroup ``rel`` (the kubepods dir) can be read."""
-    try:
-        cgroup_psi(cgroups, rel)
-    except FileNotFoundError as e:
+    def absent(path: str) -> str:
         if cgroups.version is CgroupVersion.V1:
-            return False, (f"cgroup v1: {e.filename} absent; v1 cgroups have pressure files only on Alibaba "
-                           "Cloud Linux/Anolis kernels with cgroup v1 PSI enabled")
-        return False, f"{e.filename} absent: no kubepods cgroup yet (kubelet not running?) or kernel without PSI"
-    except OSError as e:
-        if unsupported_errno(e):
-            return False, f"{e.filename}: PSI disabled in the kernel (psi=0)"
-        return False, f"{e.filename} unreadable: {e.strerror}"
-    except ValueError as e:
-        return False, str(e)
+            return (f"cgroup v1: {path} absent; v1 cgroups have pressure files only on Alibaba Cloud Linux/Anolis "
+                    "kernels with cgroup v1 PSI enabled")
+        return f"{path} absent: no kubepods cgroup yet (kubelet not running?) or kernel without PSI"
+    why = _unreadable(lambda: cgroup_psi(cgroups, rel), absent)
     where = "cpuacct/" if cgroups.version is CgroupVersion.V1 else ""
-    return True, f"cgroup v{int(cgroups.version)} {where}{rel}/*.pressure readable"
+    return why is None, why or f"cgroup v{int(cgroups.version)} {where}{rel}/*.pressure readable"
