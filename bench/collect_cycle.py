@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import psutil  # noqa: E402
 
+from koordlet.component import Tick  # noqa: E402
 from koordlet.collectors.usage import UsageCollection  # noqa: E402
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa: E402
 from koordlet.host.paths import HostPaths  # noqa: E402
@@ -118,7 +119,7 @@ def main() -> int:
         collection = UsageCollection(paths, cgroups, AgentMetrics("bench"), interval=1.0, outdated=10.0)
         files = floor_files(paths, cgroups, metas, collection.numa.memory_nodes)
         cache = MetricCache(None)
-        collection.run(metas)                                    # warm: paths cached, first samples skipped
+        collection.collect(Tick(time.time(), metas))             # warm: paths cached, first samples skipped
         read_floor(files)
         cycle, collect_only, floor = [], [], []
         for _ in range(args.cycles):
@@ -126,14 +127,14 @@ def main() -> int:
             read_floor(files)
             floor.append(time.perf_counter() - t)
             t = time.perf_counter()
-            result = collection.run(metas)
+            result = collection.collect(Tick(time.time(), metas))
             t_collect = time.perf_counter() - t
-            cache.append(result.samples)
+            cache.append(result)
             cycle.append(time.perf_counter() - t)
             collect_only.append(t_collect)
         med = statistics.median
         p90 = lambda xs: sorted(xs)[int(len(xs) * 0.9)]  # noqa: E731
-        samples = len(result.samples)
+        samples = len(result)
         print(f"containers={containers} pods={len(metas)} files_per_cycle={len(files)} samples_per_cycle={samples}")
         print(f"read floor      median={med(floor) * 1e3:.2f} ms  p90={p90(floor) * 1e3:.2f} ms")
         print(f"collect         median={med(collect_only) * 1e3:.2f} ms  p90={p90(collect_only) * 1e3:.2f} ms  "

@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from koordlet.component import Tick  # noqa: E402
 from koordlet.collectors.cpi import CPICollector  # noqa: E402
 from koordlet.host import perf  # noqa: E402
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa: E402
@@ -84,7 +85,7 @@ def fake(args: argparse.Namespace) -> None:
         kernel = FakePerfKernel(counts={(d, c, e): 1000 for d in dirs for c in cpus for e in ("cycles",
                                                                                               "instructions")})
         collector = CPICollector(cgroups, AgentMetrics("bench"), cpus, kernel=kernel, window=0.0)
-        full = timed(lambda: collector.collect(time.time(), metas), args.rounds)
+        full = timed(lambda: collector.collect(Tick(time.time(), metas)), args.rounds)
         floor = timed(lambda: floor_window(kernel, dirs, cpus), args.rounds)
         n = args.containers
         print(f"fake kernel, {n} containers x {args.cpus} CPUs x 2 events ({collector.last_fds} fds):")
@@ -107,7 +108,7 @@ def real(args: argparse.Namespace) -> None:
         cpus = sorted(os.sched_getaffinity(0))
         collector = CPICollector(cgroups, AgentMetrics("bench"), cpus, events=(perf.CPU_CLOCK, perf.TASK_CLOCK),
                                  window=0.0)
-        took = timed(lambda: collector.collect(time.time(), metas), args.rounds)
+        took = timed(lambda: collector.collect(Tick(time.time(), metas)), args.rounds)
         print(f"real perf_event_open (software events), 20 cgroups x {len(cpus)} CPUs: window {took * 1e3:.2f} ms "
               f"({took / 20 * 1e6:.0f} us/container), {collector.last_fds} fds held during the window")
     finally:

@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from koordlet.component import Tick  # noqa: E402
 from koordlet.collectors.gpu import GpuDevices  # noqa: E402
 from koordlet.host.cgroup import Driver, KubeQOS, Layout  # noqa: E402
 from koordlet.host.nvml import Nvml  # noqa: E402
@@ -54,7 +55,7 @@ def main() -> int:
     collect, floor = [], []
     for i in range(CYCLES):
         t0 = time.perf_counter()
-        samples = devices.collect(1_900_000_000.0 + i, pods)
+        samples = devices.collect(Tick(1_900_000_000.0 + i, pods))
         collect.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for h in handles:

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from proto.nri import api_pb2 as api  # noqa: E402
 from tests.peers.nriruntime import FakeRuntime  # noqa: E402
-from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox  # noqa: E402
+from bench._nri import POOLS, STATUS, be_spec, container, sandbox, slo  # noqa: E402
 
 
 def pods(n: int) -> list[api.PodSandbox]:
@@ -51,20 +51,17 @@ def serve(socket: str, known: int) -> None:
     import tempfile as tf
 
     from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-    from koordlet.qos import NodeView
-    from koordlet.qos.reconciler import pools_from_annotations
-    from koordlet.reporters.nrt import NodeInfo
+    from koordlet.states.nodestate import NodeView
+    from koordlet.states.node import NodeInfo
     from koordlet.states.informer import meta_for
     from koordlet.states.pod import pod_from_k8s
     from nri_plugin.hooks import HookFeatures, Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings
-    from tests.unit.test_nri_hooks import POOLS
-    from tests.unit.test_qos_rules import slo
 
     cg = Cgroups(tf.mkdtemp(), CgroupVersion.V1, Driver.CGROUPFS)
     metas = tuple(meta_for(pod_from_k8s({"metadata": {"name": f"k{i}", "namespace": "ns", "uid": f"known-{i}"},
                                          "status": {"qosClass": "Burstable"}}), cg.layout) for i in range(known))
-    view = NodeView(metas, slo(), (), None, NodeInfo("n"), **pools_from_annotations(POOLS))  # type: ignore[arg-type]
+    view = NodeView(metas, slo(), (), None, NodeInfo("n"), ls_pools=POOLS)  # type: ignore[arg-type]
     hooks = Hooks(HookFeatures(oom_score_adj=True), cg.layout, lambda: view)
     plugin = NRIPlugin(PluginSettings(socket_path=socket, backoff_initial=0.05), hooks)
     plugin.start()

@@ -25,12 +25,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from koordlet import wire  # noqa: E402
 from koordlet.executor import Executor  # noqa: E402
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout  # noqa: E402
 from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.qos import NodeView  # noqa: E402
-from koordlet.qos.resctrl import ANNOTATION_RESCTRL, Resctrl  # noqa: E402
-from koordlet.reporters.nrt import NodeInfo  # noqa: E402
+from koordlet.states.nodestate import NodeView  # noqa: E402
+from koordlet.qos.resctrl import Resctrl  # noqa: E402
+from koordlet.states.node import NodeInfo  # noqa: E402
 from koordlet.states.informer import meta_for  # noqa: E402
 from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
 from koordlet.states.pod import Container, Pod  # noqa: E402
@@ -71,7 +72,7 @@ def main() -> None:
                                for c in range(args.per_pod))
             pod = Pod(uid=f"{p:08d}-bench-0000-0000-000000000000", name=f"p{p}", namespace="bench", kube_qos=kube,
                       labels={"koordinator.sh/qosClass": label} if label else {},
-                      annotations={ANNOTATION_RESCTRL: POD_CFG} if p < args.annotated else {},
+                      annotations={wire.ANNOTATION_POD_RESCTRL: POD_CFG} if p < args.annotated else {},
                       phase="Running", containers=containers, created=float(p))
             meta = meta_for(pod, layout)
             rels = [rel for _, rel in meta.containers] + [f"{meta.cgroup_dir}/{'f' * 64}"]   # + the sandbox

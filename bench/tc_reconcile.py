@@ -28,12 +28,13 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from koordlet import wire  # noqa: E402
 from koordlet.executor import Executor  # noqa: E402
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver  # noqa: E402
 from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.qos import NodeView  # noqa: E402
+from koordlet.states.nodestate import NodeView  # noqa: E402
 from koordlet.qos import net_qos as nq  # noqa: E402
-from koordlet.reporters.nrt import NodeInfo  # noqa: E402
+from koordlet.states.node import NodeInfo  # noqa: E402
 from koordlet.states.informer import meta_for  # noqa: E402
 from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
 from koordlet.states.pod import pod_from_k8s  # noqa: E402
@@ -75,7 +76,7 @@ def view(n: int, bump: int = -1) -> NodeView:
         metas.append(meta_for(pod_from_k8s({
             "metadata": {"name": f"p{i}", "namespace": "bench", "uid": str(uuid.UUID(int=i + 1)),
                          "labels": {"koordinator.sh/qosClass": label},
-                         "annotations": {nq.ANNOTATION_NETWORK_QOS: json.dumps({"egressLimit": limit})}},
+                         "annotations": {wire.ANNOTATION_POD_NETWORK_QOS: json.dumps({"egressLimit": limit})}},
             "spec": {"containers": [{"name": "c"}]},
             "status": {"qosClass": "Burstable", "podIP": f"10.204.{1 + i // 250}.{1 + i % 250}"}}), layout))
     return NodeView(tuple(metas), slo, (), None, NodeInfo("bench"))  # type: ignore[arg-type]

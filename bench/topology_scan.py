@@ -22,6 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from koordlet.host.paths import HostPaths  # noqa: E402
 from koordlet.host.topology import read_topology  # noqa: E402
 from koordlet.reporters import nrt  # noqa: E402
+from koordlet.states.node import NodeInfo  # noqa: E402
+from koordlet.states.pools import cpu_pools  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs-hwloc"
 LARGEST = "40intel64-2g2n4c+pcilocality"
@@ -61,10 +63,10 @@ def measure(label: str, paths: HostPaths, runs: int) -> None:
         topo = read_topology(paths)
         scan.append(time.perf_counter() - t)
     build = []
-    node = nrt.NodeInfo("bench")
+    node = NodeInfo("bench")
     for _ in range(runs):
         t = time.perf_counter()
-        nrt.apply(nrt.new_object(node), nrt.build_status(topo, [], node, None))
+        nrt.apply(nrt.new_object(node), nrt.build_status(topo, cpu_pools(topo, [], node, None), node, None))
         build.append(time.perf_counter() - t)
     med = statistics.median
     print(f"{label}: cpus={len(topo.cpus)} files={len(files)} read_topology median={med(scan) * 1e3:.2f} ms "

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import yaml
 
@@ -21,11 +21,15 @@ from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, fl
 from koordlet.sdnotify import notify
 
 if TYPE_CHECKING:
+    from koordlet.agent import Agent
+    from koordlet.component import Plugin
+    from koordlet.host.cgroup import Cgroups
     from koordlet.host.paths import HostPaths
     from koordlet.host.probes import Feature
+    from koordlet.metriccache import Sample
     from koordlet.topology import Devices
 
-log = logging.getLogger("koordlet")
+log = logging.getLogger(__name__)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,7 +67,7 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def _one_shot(config: Config) -> "tuple[object, object] | None":
+def _one_shot(config: Config) -> tuple[Agent, list[Sample]] | None:
     """An agent with an in-memory cache that has run two collection cycles (CPU rates need two)."""
     from koordlet.agent import Agent, StartupError
     try:
@@ -103,8 +107,8 @@ def cmd_run(config: Config, once: bool) -> int:
         shot = _one_shot(config)
         if shot is None:
             return 2
-        agent, result = shot
-        print(summary(agent, result.samples))
+        agent, samples = shot
+        print(summary(agent, samples))
         return 0
     try:
         agent = Agent.build(config)
@@ -118,11 +122,11 @@ def cmd_run(config: Config, once: bool) -> int:
     return 0
 
 
-def summary(agent: "object", samples: list) -> str:
+def summary(agent: Agent, samples: list[Sample]) -> str:
     """Human summary of one cycle's samples: node, system, BE tier, then one row per pod."""
     by_key = {(s.name, s.labels): s.value for s in samples}
 
-    def get(name: str, labels: tuple = ()) -> str:
+    def get(name: str, labels: tuple[tuple[str, str], ...] = ()) -> str:
         v = by_key.get((name, labels))
         if v is None:
             return "-"
@@ -167,27 +171,35 @@ def device_features(devices: "Devices") -> "list[Feature]":
     return [gpu, rdma]
 
 
+def component_support(config: Config, paths: HostPaths, cgroups: Cgroups) -> list[tuple[str, str, bool, bool, str]]:
+    """(name, kind, enabled, supported, detail) of every registered component: what doctor prints below the host
+    features. A component without a probe needs nothing the host could lack."""
+    from koordlet import collectors, qos, reporters, services
+    rows = []
+    kinds: list[tuple[str, tuple[Plugin[Any], ...]]] = [
+        ("strategy", qos.STRATEGIES), ("collector", collectors.COLLECTORS), ("report", reporters.REPORTS),
+        ("service", services.SERVICES)]
+    for kind, plugins in kinds:
+        for plugin in plugins:
+            ok, why = plugin.probe(config, paths, cgroups) if plugin.probe else (True, "-")
+            rows.append((plugin.name, kind, plugin.enabled(config), ok, why))
+    return rows
+
+
 def cmd_doctor(config: Config) -> int:
     from koordlet.host.cgroup import Cgroups
     from koordlet.host.paths import HostPaths
     from koordlet.host.probes import probe
     paths = HostPaths.from_config(config)
-    features = probe(paths, Cgroups.detect(paths, config.cgroup_driver))
-    features += device_features(read_devices(paths))
-    if config.enable_nri_runtime_hook:
-        from koordlet.host.probes import Feature
-        from nri_plugin.plugin import probe_socket, resolve_socket
-        ok, why = probe_socket(resolve_socket(config.runtime_hooks_nri_socket_path, paths.var_run_root))
-        features.append(Feature("NRI runtime hooks", ok, why))
-    if config.gate("PodResourcesProxy"):
-        from koordlet.agent import kubelet_pod_resources_socket
-        from koordlet.host.probes import Feature
-        from koordlet.podresources.upstream import probe
-        ok, why = probe(kubelet_pod_resources_socket(config))
-        features.append(Feature("kubelet PodResources (proxy upstream)", ok, why))
+    cgroups = Cgroups.detect(paths, config.cgroup_driver)
+    features = probe(paths, cgroups) + device_features(read_devices(paths))
     print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
     print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
                  ("FEATURE", "SUPPORTED", "DETAIL")))
+    print()
+    print(_table([(name, kind, "on" if on else "off", "yes" if ok else "no", why)
+                  for name, kind, on, ok, why in component_support(config, paths, cgroups)],
+                 ("COMPONENT", "KIND", "ENABLED", "SUPPORTED", "DETAIL")))
     return 0
 
 

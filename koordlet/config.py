@@ -13,11 +13,13 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from koordlet.yamlfile import load_yaml
 
@@ -107,7 +109,7 @@ def parse_float(raw: Any) -> float:
         value = float(str(raw).strip())
     except ValueError:
         raise ValueError(f"expected a number, got {raw!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {raw!r}")
     return value
 
@@ -163,7 +165,7 @@ ALPHA_GATES = ("AuditEvents", "AuditEventsHTTPHandler", "BECPUManager", "BECPUEv
                "HamiCoreVGPUMonitor", "PerCPUMetric", "NodeMetricPromMetrics", "GPUEnvInject",
                "RDMADeviceInject", "CPUNormalization", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
                "OOMScoreAdj")
-DEFAULT_GATES: dict[str, bool] = {**{g: True for g in BETA_GATES}, **{g: False for g in ALPHA_GATES}}
+DEFAULT_GATES: dict[str, bool] = {**dict.fromkeys(BETA_GATES, True), **dict.fromkeys(ALPHA_GATES, False)}
 
 
 def parse_gates(raw: Any) -> dict[str, bool]:
@@ -186,9 +188,9 @@ def parse_gates(raw: Any) -> dict[str, bool]:
         except ValueError as e:
             raise ValueError(f"feature gate {name}: {e}") from None
         if name == "AllAlpha":
-            gates.update({g: enabled for g in ALPHA_GATES})
+            gates.update(dict.fromkeys(ALPHA_GATES, enabled))
         elif name == "AllBeta":
-            gates.update({g: enabled for g in BETA_GATES})
+            gates.update(dict.fromkeys(BETA_GATES, enabled))
         elif name in DEFAULT_GATES:
             gates[name] = enabled
         else:

@@ -30,16 +30,17 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from koordlet.host.cgroup import CgroupVersion, Cgroups, parse_cpu_list
+from koordlet.host.cgroup import Cgroups, CgroupVersion, parse_cpu_list
 from koordlet.logutil import LogOnce
 
 if TYPE_CHECKING:
     from koordlet.metrics import AgentMetrics
 
-log = logging.getLogger("koordlet.executor")
+log = logging.getLogger(__name__)
 
 FORCE_REFRESH = 60.0       # --resource-force-update-seconds
 MAX_INT64 = 9223372036854775807
@@ -79,7 +80,7 @@ class Result:
     missing: int = 0             # file or directory absent: not applicable here (counted, not logged)
     failed: int = 0
 
-    def add(self, other: "Result") -> None:
+    def add(self, other: Result) -> None:
         self.written += other.written
         self.unchanged += other.unchanged
         self.missing += other.missing
@@ -182,7 +183,7 @@ def _same(resource: str, current: str, wanted: str) -> bool:
         if resource.startswith("cpuset.") and resource.endswith((".cpus", ".mems")):
             return parse_cpu_list(cur) == parse_cpu_list(new)
         if resource in ("cpu.max", "cpu.cfs_quota_us") or cur == "max" or new == "max" or \
-                cur.lstrip("-").isdigit() and new.lstrip("-").isdigit():
+                (cur.lstrip("-").isdigit() and new.lstrip("-").isdigit()):
             return _number(cur) == _number(new)
     except ValueError:
         return False
@@ -252,7 +253,7 @@ class Executor:
     """The single writer; thread-safe (the reconciler and, later, the NRI hooks share one)."""
 
     cgroups: Cgroups
-    metrics: "AgentMetrics | None" = None
+    metrics: AgentMetrics | None = None
     force_refresh: float = FORCE_REFRESH
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
@@ -436,9 +437,9 @@ class Executor:
         try:
             with open(u.path, "rb", buffering=0) as f:
                 return f.read().decode("utf-8", "replace").strip()
-        except FileNotFoundError if u.create else ():
-            return ""                                # a file of ours that does not exist yet
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError) as e:
+            if u.create and isinstance(e, FileNotFoundError):
+                return ""                            # a file of ours that does not exist yet
             self._cache.pop(_cache_key(u), None)
             result.missing += 1
             self._count("missing", u)

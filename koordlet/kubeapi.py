@@ -18,14 +18,15 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-log = logging.getLogger("koordlet.kubeapi")
+log = logging.getLogger(__name__)
 
 USER_AGENT = "koordlet-py"
 _SNIPPET = 200

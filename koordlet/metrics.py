@@ -6,12 +6,21 @@ where upstream has the metric; the rest are ours and say so in their help text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-if TYPE_CHECKING:
-    from koordlet.states.hostapps import HostApp
+
+class HostAppLabels(Protocol):
+    """What the host-application series are labelled with (a ``koordlet.states.hostapps.HostApp``; named
+    structurally so that this module, below the states layer, does not import it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def priority(self) -> str: ...
+    @property
+    def qos(self) -> str: ...
 
 
 class AgentMetrics:
@@ -66,6 +75,9 @@ class AgentMetrics:
             "koordlet_executor_updates", "(koordlet-py) kernel file updates by resource (cgroup file or sysctl "
             "name) and outcome: written, missing (file absent: feature or cgroup not there), error_<ERRNO>",
             ["node", "resource", "outcome"], registry=r)
+        self.loop_errors = Counter(
+            "koordlet_loop_errors", "(koordlet-py) steps of an agent loop that raised, by loop (the loop goes on)",
+            ["node", "loop"], registry=r)
         self.qos_strategy_errors = Counter(
             "koordlet_qos_strategy_errors", "(koordlet-py) QoS strategy cycles that failed, by strategy",
             ["node", "strategy"], registry=r)
@@ -158,7 +170,7 @@ class AgentMetrics:
                               ["node", *psi], registry=r)
         self.start_time.labels(node).set_to_current_time()
 
-    def host_app_usage(self, app: "HostApp", resource: str, value: float) -> None:
+    def host_app_usage(self, app: HostAppLabels, resource: str, value: float) -> None:
         self.host_application_resource_usage.labels(self.node, app.name, resource, app.priority, app.qos).set(value)
 
     def skipped(self, collector: str, reason: str, n: int = 1) -> None:

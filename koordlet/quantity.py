@@ -11,18 +11,38 @@ _SUFFIX = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fractio
 _RE = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)")
 
 
+# Bounds that keep parsing O(len(text)) and the value small enough for any arithmetic done with it. Kubernetes
+# itself keeps quantities in int64 (about 9.2e18) of their unit with at most nanoscale; the largest unit is Ei
+# (1.15e18). No real resource needs more than a few dozen digits or a decimal exponent beyond ±18; 64 of each is
+# far above that and still costs nothing (10**64 is a 213-bit integer).
+MAX_DIGITS = 64          # digits in the number, before any exponent or suffix
+MAX_EXPONENT = 64        # |e| of an exponent form ("1e10000000" is refused instead of computing 10**10000000)
+_MAX_TEXT = MAX_DIGITS + 8     # sign, point, "e", sign, exponent digits, suffix, and leeway
+
+
 def parse_quantity(raw: object) -> Fraction:
-    """Value of a quantity in base units; ValueError naming the bad text otherwise."""
+    """Value of a quantity in base units; ValueError naming the bad text otherwise (also for more than
+    :data:`MAX_DIGITS` digits or an exponent beyond ±:data:`MAX_EXPONENT`)."""
     if isinstance(raw, bool):
         raise ValueError(f"quantity {raw!r}: not a number")
     if isinstance(raw, int):
+        if abs(raw) >= 10 ** MAX_DIGITS:
+            raise ValueError(f"quantity has more than {MAX_DIGITS} digits")
         return Fraction(raw)
     text = str(raw).strip()
+    if len(text) > _MAX_TEXT + MAX_EXPONENT:
+        raise ValueError(f"quantity {text[:20]!r}...: longer than any quantity ({len(text)} characters)")
     m = _RE.fullmatch(text)
     if not m:
         raise ValueError(f"quantity {raw!r}: expected a number with an optional suffix like 250m or 16Gi")
-    number = Fraction(m.group(1))
+    mantissa = m.group(1)
+    if sum(c.isdigit() for c in mantissa) > MAX_DIGITS:
+        raise ValueError(f"quantity {raw!r}: more than {MAX_DIGITS} digits")
+    number = Fraction(mantissa)
     if m.group(2):
+        exponent = m.group(2)[1:].lstrip("+-").lstrip("0")
+        if len(exponent) > 3 or int(exponent or 0) > MAX_EXPONENT:
+            raise ValueError(f"quantity {raw!r}: exponent beyond ±{MAX_EXPONENT}")
         return number * Fraction(10) ** int(m.group(2)[1:])
     return number * _SUFFIX[m.group(3) or ""]
 

@@ -1,37 +1,41 @@
-"""HTTP endpoints: /metrics (Prometheus text), /healthz (process alive), /readyz (serving real data), /events (the
-executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement is on)."""
+"""HTTP endpoints: /metrics (Prometheus text), /healthz (every agent loop working), /readyz (serving real data),
+/events (the executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement is on)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-log = logging.getLogger("koordlet.server")
+log = logging.getLogger(__name__)
 
 
 class HttpServer:
-    """Serves in a background thread; ``ready()`` returns (ok, reason) for /readyz."""
+    """Serves in a background thread; ``ready()`` returns (ok, reason) for /readyz, ``health()`` for /healthz
+    (the agent's loops: one that keeps failing turns it red)."""
 
     def __init__(self, addr: tuple[str, int], registry: CollectorRegistry,
                  ready: Callable[[], tuple[bool, str]],
-                 events: Callable[[int], list[dict[str, object]]] | None = None) -> None:
+                 events: Callable[[int], list[dict[str, object]]] | None = None,
+                 health: Callable[[], tuple[bool, str]] | None = None) -> None:
         registry_, ready_, events_ = registry, ready, events
+        health_ = health or (lambda: (True, "ok"))
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "koordlet-py"
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     self._send(200, generate_latest(registry_), CONTENT_TYPE_LATEST)
                 elif path == "/healthz":
-                    self._send(200, b"ok\n")
+                    ok, reason = health_()
+                    self._send(200 if ok else 503, (reason + "\n").encode())
                 elif path == "/readyz":
                     ok, reason = ready_()
                     self._send(200 if ok else 503, (reason + "\n").encode())

@@ -8,8 +8,9 @@ annotation builders produce exactly what upstream koordlet writes on the NodeRes
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from koordlet.host.topology import Topology
 
@@ -71,7 +72,7 @@ def cpu_basic_info_annotation(topo: Topology) -> dict:
     return {k: v for k, v in fields if v}
 
 
-def annotations(topo: Topology) -> dict[str, str]:
+def topology_annotations(topo: Topology) -> dict[str, str]:
     """Annotation key -> value string, as they go on the NodeResourceTopology object."""
     return {ANNOTATION_CPU_TOPOLOGY: go_json(cpu_topology_annotation(topo)),
             ANNOTATION_CPU_BASIC_INFO: go_json(cpu_basic_info_annotation(topo))}
@@ -110,7 +111,7 @@ def to_dict(topo: Topology) -> dict:
                         for uid, containers in state.entries.items()},
             "checksum": state.checksum},
         "kubeletCPUManagerError": topo.cpu_manager_error,
-        "annotations": annotations(topo),
+        "annotations": topology_annotations(topo),
         "problems": list(topo.problems),
     }
 
@@ -118,7 +119,7 @@ def to_dict(topo: Topology) -> dict:
 def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     cells = [list(map(str, header))] + [["-" if c is None or c == "" else str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
 def _mib(kb: int | None) -> str:
@@ -131,14 +132,14 @@ def render_table(topo: Topology) -> str:
     b = topo.basic
     cache_names = sorted({name for c in topo.cpus for name in c.caches})
     lines = [
-        f"{len(topo.packages)} socket(s), {len(topo.nodes)} NUMA node(s), {len(topo.cores)} core(s), "
-        f"{len(topo.cpus)} CPU(s) ({len(topo.online)} online), {topo.threads_per_core} thread(s) per core"
+        (f"{len(topo.packages)} socket(s), {len(topo.nodes)} NUMA node(s), {len(topo.cores)} core(s), "
+         f"{len(topo.cpus)} CPU(s) ({len(topo.online)} online), {topo.threads_per_core} thread(s) per core")
         + ("" if topo.numa_from_sysfs else "  [no NUMA in sysfs: one node 0]"),
-        f"model: {b.cpu_model or '-'}  vendor: {b.vendor_id or '-'}  hyper-threading: "
-        f"{'yes' if b.hyper_thread_enabled else 'no'}  turbo: {'yes' if b.turbo_enabled else 'no'}  "
-        f"CAT L3 mask: {b.cat_l3_cbm_mask or '-'}",
-        f"present: {fl(topo.present) or '-'}  online: {fl(topo.online) or '-'}  "
-        f"offline: {fl(topo.offline) or '-'}  possible: {fl(topo.possible) or '-'}",
+        (f"model: {b.cpu_model or '-'}  vendor: {b.vendor_id or '-'}  hyper-threading: "
+         f"{'yes' if b.hyper_thread_enabled else 'no'}  turbo: {'yes' if b.turbo_enabled else 'no'}  "
+         f"CAT L3 mask: {b.cat_l3_cbm_mask or '-'}"),
+        (f"present: {fl(topo.present) or '-'}  online: {fl(topo.online) or '-'}  "
+         f"offline: {fl(topo.offline) or '-'}  possible: {fl(topo.possible) or '-'}"),
         "",
         _table([(n.id, fl(n.cpus), _mib(n.meminfo.get("MemTotal")), _mib(n.meminfo.get("MemFree")),
                  _mib(n.meminfo.get("FilePages")),
@@ -156,8 +157,8 @@ def render_table(topo: Topology) -> str:
     ]
     state = topo.cpu_manager
     if state is not None:
-        lines += ["", f"kubelet CPU manager: policy={state.policy_name}  "
-                      f"defaultCpuSet={fl(state.default_cpu_set) or '-'}"]
+        lines += ["", (f"kubelet CPU manager: policy={state.policy_name}  "
+                       f"defaultCpuSet={fl(state.default_cpu_set) or '-'}")]
         rows = [(uid, name, fl(cpus)) for uid, cs in sorted(state.entries.items()) for name, cpus in sorted(cs.items())]
         if rows:
             lines.append(_table(rows, ("POD-UID", "CONTAINER", "CPUSET")))
@@ -172,8 +173,8 @@ def render_table(topo: Topology) -> str:
 class Devices:
     """The node's GPUs and RDMA NICs as ``koordlet topology`` shows them."""
 
-    gpus: "GpuInventory"
-    rdma: "Sequence[RdmaDevice]" = ()
+    gpus: GpuInventory
+    rdma: Sequence[RdmaDevice] = ()
     rdma_problems: Sequence[str] = ()
     partitions: dict = field(default_factory=dict)      # the derived gpu-partitions table
 

@@ -24,19 +24,20 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
+from koordlet.decode import DecodeError
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
 from koordlet.host.paths import HostPaths
 from koordlet.host.rdma import verbs_devices
 from koordlet.host.resctrl import group_exists
 from koordlet.logutil import LogOnce
-from koordlet.qos.pod_resources import REASON_BATCH, cgroup_updates
-from koordlet.qos.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
+from koordlet.rules.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
 from koordlet.rules.core_sched import group_id
-from koordlet.rules.cpu_qos import CPUQOSRule, cpu_qos_rule, pod_bvt
+from koordlet.rules.cpu_qos import CPUQOSRule, class_pod_bvt, cpu_qos_rule, pod_bvt
 from koordlet.rules.devices import allocation_ids, by_container
 from koordlet.rules.oom import container_oom_score_adj
-from koordlet.rules.resources import (ResourceStatus, Settings, SettingsRule, batch_quota_enabled,
-                                      container_settings, normalization_ratio, pod_settings, resource_status)
+from koordlet.rules.resources import (REASON_BATCH, ResourceStatus, Settings, SettingsRule, batch_quota_enabled,
+                                      cgroup_updates, container_settings, normalization_ratio, pod_settings,
+                                      resource_status)
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec
@@ -44,13 +45,13 @@ from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
-    from koordlet.qos import NodeView
+    from koordlet.states.nodestate import NodeView
     from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.nri.hooks")
+log = logging.getLogger(__name__)
 
 LIVE_STATES = (api.CONTAINER_CREATED, api.CONTAINER_RUNNING)
-_POD_PROBLEMS = ("status", "spec", "bvt", "oom", "gpu")        # per-pod LogOnce keys, "<kind>/<uid>"
+_POD_PROBLEMS = ("status", "spec", "bvt", "oom", "gpu", "rdma")        # per-pod LogOnce keys, "<kind>/<uid>"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,24 @@ class HookFeatures:
     oom_score_adj: bool = False      # OOMScoreAdj
     gpu_env: bool = False            # GPUEnvInject: NVIDIA_VISIBLE_DEVICES and HAMi-core (hami_bridge)
     rdma_devices: bool = False       # RDMADeviceInject: rdma_cm and the allocated VFs' uverbs nodes
+
+    @classmethod
+    def from_gates(cls, gate: Callable[[str], bool]) -> HookFeatures:
+        return cls(**{name: gate(g) for name, g in FEATURE_GATES.items()})
+
+
+# hook feature -> the feature gate that turns it on (one line per feature; as upstream's runtimehooks/config.go)
+FEATURE_GATES = {
+    "cpuset": "CPUSetAllocator",
+    "batch": "BatchResource",
+    "group_identity": "GroupIdentity",
+    "resctrl": "RdtResctrl",
+    "resctrl_pods": "Resctrl",
+    "core_sched": "CoreSched",
+    "oom_score_adj": "OOMScoreAdj",
+    "gpu_env": "GPUEnvInject",
+    "rdma_devices": "RDMADeviceInject",
+}
 
 
 @dataclass(frozen=True)
@@ -170,10 +189,12 @@ class Hooks:
         if rdt is not None and not (current.HasField("rdt_class") and current.rdt_class.value == rdt):
             adjust.linux.resources.rdt_class.value = rdt
         if self.features.oom_score_adj:
-            value, problem = container_oom_score_adj(info.pod.annotations, ctr.name)
-            if problem:
-                self._bad(f"oom/{info.pod.uid}", "nri pod=%s: %s; oom_score_adj left as it is", info.pod.key,
-                          problem)
+            try:
+                value = container_oom_score_adj(info.pod.annotations, ctr.name)
+            except DecodeError as e:
+                value = None
+                self._bad(f"oom/{info.pod.uid}", "nri pod=%s: annotation %s; oom_score_adj left as it is",
+                          info.pod.key, e)
             if value is not None and _opt_int(ctr.linux, "oom_score_adj") != value:
                 adjust.linux.oom_score_adj.value = value
                 adjust.linux.oom_score_adj.SetInParent()
@@ -271,9 +292,12 @@ class Hooks:
         updates = cgroup_updates(executor, info.cgroup_dir, pod_settings(rule, info.pod, containers, info.status),
                                  owner, REASON_BATCH)
         if self.features.group_identity and self._bvt:
-            value, problem = pod_bvt(self._cpu_qos_rule(self._slo(view)), info.pod)
-            if problem:
-                self._bad(f"bvt/{info.pod.uid}", "nri pod=%s: %s; using the class value", info.pod.key, problem)
+            rule = self._cpu_qos_rule(self._slo(view))
+            try:
+                value = pod_bvt(rule, info.pod)
+            except DecodeError as e:
+                value = class_pod_bvt(rule, info.pod)
+                self._bad(f"bvt/{info.pod.uid}", "nri pod=%s: annotation %s; using the class value", info.pod.key, e)
             updates.append(executor.cgroup(info.cgroup_dir, "cpu.bvt_warp_ns", value, owner, "cpu-qos"))
         executor.update(updates)
 
@@ -310,15 +334,16 @@ class Hooks:
         cgroup_dir = meta.cgroup_dir if meta is not None else self._layout.pod_dir(pod.kube_qos, pod.uid)
         try:
             status = resource_status(pod)
-        except ValueError as e:
-            self._bad(f"status/{pod.uid}", "nri pod=%s: %s; treated as not pinned", pod.key, e)
+        except DecodeError as e:
+            self._bad(f"status/{pod.uid}", "nri pod=%s: annotation %s; treated as not pinned", pod.key, e)
             status = ResourceStatus()
         resources = {c.name: c.resources for c in pod.containers if c.resources != NO_RESOURCES}
         try:
             for name, res in extended_resource_spec(pod.annotations).items():
                 resources.setdefault(name, res)
-        except ValueError as e:
-            self._bad(f"spec/{pod.uid}", "nri pod=%s: %s; batch resources come from the spec only", pod.key, e)
+        except DecodeError as e:
+            self._bad(f"spec/{pod.uid}", "nri pod=%s: annotation %s; batch resources come from the spec only",
+                      pod.key, e)
         return PodInfo(pod, cgroup_dir, status, resources)
 
     def _sandbox_pod(self, sandbox: api.PodSandbox) -> Pod | None:

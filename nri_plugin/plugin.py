@@ -37,7 +37,7 @@ from proto.nri import api_pb2 as api
 if TYPE_CHECKING:
     from koordlet.metrics import AgentMetrics
 
-log = logging.getLogger("koordlet.nri")
+log = logging.getLogger(__name__)
 
 PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
 RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"

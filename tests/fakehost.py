@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from koordlet.host.cgroup import SCOPE_PREFIX, CgroupVersion, Driver, KubeQOS, Layout
+from koordlet.host.cgroup import CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
 
 V1_SUBSYSTEMS = ("cpu", "cpuacct", "cpuset", "memory", "blkio")
@@ -164,18 +164,3 @@ class FakeHost:
         for d in self.dirs(rel):
             shutil.rmtree(d, ignore_errors=True)
 
-
-def pod_object(uid: str, name: str, *, namespace: str = "default", qos: str = "Burstable",
-               containers: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-               runtime: str = "containerd", priority: int | None = None) -> dict:
-    """A Pod in Kubernetes JSON with containerStatuses for {container name: id}."""
-    assert runtime in SCOPE_PREFIX
-    obj: dict = {"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": labels or {}},
-                 "spec": {"containers": [{"name": n} for n in (containers or {})]},
-                 "status": {"phase": "Running", "qosClass": qos,
-                            "containerStatuses": [{"name": n, "containerID": f"{runtime}://{cid}"}
-                                                  for n, cid in (containers or {}).items()]}}
-    if priority is not None:
-        obj["spec"]["priority"] = priority
-    return obj

@@ -18,6 +18,12 @@ import pytest
 
 CGROUP_FS = "/sys/fs/cgroup"
 SUBSYSTEMS = ("cpu", "cpuacct", "cpuset", "memory")
+# The test root's weight against everything else on the host (a nice-0 task weighs 1024): the processes a test
+# starts compete with each other exactly as in a pod tree, while a loaded host (a build, stress-ng --cpu N)
+# still leaves them most of a CPU each, so effects measured in CPU time (throttling, shares, cpu.idle) show up
+# however busy the machine is. Four tasks' worth, not the maximum, so pytest itself (one task outside the tree)
+# keeps a fair slice while the test's spinners run.
+TREE_CPU_SHARES = 4096
 
 
 def v1_available() -> str | None:
@@ -41,6 +47,9 @@ class RealCgroupTree:
             os.mkdir(base)
             if s == "cpuset":
                 self._init_cpuset(base)
+            if s == "cpu":
+                with open(os.path.join(base, "cpu.shares"), "w") as f:
+                    f.write(str(TREE_CPU_SHARES))
             os.symlink(base, os.path.join(link_root, s))
 
     @staticmethod

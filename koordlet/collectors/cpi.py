@@ -19,10 +19,11 @@ import errno
 import logging
 import os
 import resource
-import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from koordlet.component import Context, Plugin, Tick, host_probe
+from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.perf import CYCLES, INSTRUCTIONS, CgroupCounters, Event, LinuxPerf, PerfKernel
 from koordlet.logutil import LogOnce
@@ -30,7 +31,7 @@ from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.collectors.cpi")
+log = logging.getLogger(__name__)
 
 FD_RESERVE = 512                  # fds left for sockets, files and the metric cache while a window is open
 _UNSUPPORTED = {errno.ENOENT: "no such hardware event on this host's PMU (typical of VMs)",
@@ -70,6 +71,10 @@ def raise_nofile(wanted: int) -> int:
 
 
 class CPICollector:
+    """Cycles and instructions per container, counted over one window per run (upstream's CPI collector)."""
+
+    name = "cpi"
+
     def __init__(self, cgroups: Cgroups, metrics: AgentMetrics, cpus: Sequence[int], *,
                  kernel: PerfKernel | None = None, events: tuple[Event, Event] = (CYCLES, INSTRUCTIONS),
                  window: float = 10.0, fd_limit: Callable[[int], int] = raise_nofile,
@@ -94,11 +99,12 @@ class CPICollector:
         limit = self._fd_limit(self._fds_in_use() + FD_RESERVE + per_target * wanted)
         return max(0, (limit - self._fds_in_use() - FD_RESERVE) // per_target)
 
-    def collect(self, now: float, pods: Sequence[PodMeta], stop: threading.Event | None = None) -> list[Sample]:
-        """One window: open, count for ``window`` seconds (or until ``stop``), read, close. [] when off."""
+    def collect(self, tick: Tick) -> list[Sample]:
+        """One window: open, count for ``window`` seconds (or until the tick's stop), read, close. [] when off."""
         if self.unsupported:
             return []
-        targets = self.targets(pods)
+        now = tick.now
+        targets = self.targets(tick.pods)
         per_target = len(self._cpus) * len(self._events)
         fits = min(len(targets), self.budget(per_target, len(targets))) if per_target else 0
         if fits < len(targets) and targets:
@@ -125,7 +131,7 @@ class CPICollector:
             self._metrics.cpi_containers.labels(self._metrics.node, "deferred").set(len(targets) - len(counting))
             for _, counters in counting:
                 counters.start()
-            (stop or threading.Event()).wait(self._window)
+            tick.stop.wait(self._window)
             samples = []
             for target, counters in counting:
                 try:
@@ -190,3 +196,11 @@ class CPICollector:
                 except KeyError:
                     pass
             self._exported.discard(labels)
+
+
+def _build(ctx: Context) -> CPICollector:
+    return CPICollector(ctx.cgroups, ctx.metrics, ctx.node.topology.online, window=ctx.config.collect_cpi_timewindow)
+
+
+PLUGIN = Plugin("cpi", _build, gates=("CPICollector",), when=lambda c: c.cpi_collector_interval > 0,
+                period=lambda c: c.cpi_collector_interval, probe=host_probe(probes.hardware_perf))

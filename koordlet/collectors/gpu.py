@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from koordlet import wire
+from koordlet.component import Context, Plugin, Tick
 from koordlet.host.nvml import GPU_LOST, Gpu, GpuHealth, GpuInventory, GpuUsage, Nvml, NvmlUnavailable
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import read_process_cgroup
@@ -31,7 +32,7 @@ from koordlet.metrics import AgentMetrics
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.gpu")
+log = logging.getLogger(__name__)
 
 INVENTORY_REFRESH = 60.0
 
@@ -43,7 +44,11 @@ class _Owner:
 
 
 class GpuDevices:
-    """The one owner of the NVML session. ``inventory`` is replaced whole (readers take it without locks)."""
+    """The GPU collector, and the one owner of the NVML session; it publishes itself as the node state's ``gpus``
+    (the Device and NodeMetric reports read the inventory and health from there). ``inventory`` is replaced whole
+    (readers take it without locks)."""
+
+    name = "gpu"
 
     def __init__(self, paths: HostPaths, metrics: AgentMetrics, session: Nvml | None, error: str = "") -> None:
         self.paths = paths
@@ -98,8 +103,8 @@ class GpuDevices:
         self.inventory = inventory
         return inventory
 
-    def watch_health(self, stop: threading.Event) -> None:
-        """The XID loop (blocks until ``stop``). Registers again whenever the set of GPUs NVML can open changes
+    def run(self, stop: threading.Event) -> None:
+        """The XID health loop (blocks until ``stop``). Registers again whenever the set of GPUs NVML can open changes
         (one came back, one was added), so no GPU goes unwatched until a restart."""
         while self.session is not None and not stop.is_set():
             self._rewatch.clear()
@@ -116,7 +121,8 @@ class GpuDevices:
 
     # --- one cycle ---------------------------------------------------------------------------------------------
 
-    def collect(self, now: float, pods: Sequence[PodMeta]) -> list[Sample]:
+    def collect(self, tick: Tick) -> list[Sample]:
+        now, pods = tick.now, tick.pods
         if self.session is None or not self.gpus:
             return []
         self.refresh()
@@ -240,3 +246,12 @@ class GpuDevices:
                 if a.minor == minor:
                     shares[meta.pod.uid] = (meta, float(a.resources.get(wire.RESOURCE_GPU_MEMORY_RATIO, 100)) or 100.0)
         return shares
+
+
+def _build(ctx: Context) -> GpuDevices:
+    devices = GpuDevices.open(ctx.paths, ctx.metrics)
+    ctx.node.gpus = devices
+    return devices
+
+
+PLUGIN = Plugin("gpu", _build, gates=("Accelerators",), period=lambda c: c.collect_res_used_interval, primary=True)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable
 
+from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.executor import Executor, Update
+from koordlet.host import probes
 from koordlet.host.cgroup import CgroupVersion, Cgroups, MemoryUsage
 from koordlet.host.fs import read_text
 from koordlet.host.kidled import (COLD_BOUNDARY, IDLE_PAGE_STATS, SCAN_PERIOD_SECONDS, USE_HIERARCHY, cold_bytes,
@@ -41,10 +42,8 @@ from koordlet.host.procfs import read_meminfo
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.states.hostapps import HostApp
-from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.collectors")
+log = logging.getLogger(__name__)
 
 NO_LABELS: tuple[tuple[str, str], ...] = ()
 REASON = "cold-page-collector"
@@ -173,10 +172,12 @@ class ColdPageCollector:
             samples.append(Sample(f"{scope}_memory_with_hot_page_usage", labels, now, float(max(usage - cold, 0))))
         return samples
 
-    def collect(self, now: float, pods: Iterable[PodMeta], host_apps: Iterable[HostApp] = ()) -> list[Sample]:
-        """All cold-page samples of this cycle; never raises (unreadable cgroups are counted and skipped)."""
-        if self._cgroups.version is not CgroupVersion.V1:
+    def collect(self, tick: Tick) -> list[Sample]:
+        """All cold-page samples of this cycle (kidled started first); never raises (unreadable cgroups are
+        counted and skipped)."""
+        if self._cgroups.version is not CgroupVersion.V1 or not self.start():
             return []
+        now, pods, host_apps = tick.now, tick.pods, tick.host_apps
         reads = _Reads(self.name, self._metrics, self._errors)
         samples: list[Sample] = []
         cold = self._cold("", reads)
@@ -217,9 +218,10 @@ class PageCacheCollector:
             reads.failed(key, e)
             return None
 
-    def collect(self, now: float, pods: Iterable[PodMeta], host_apps: Iterable[HostApp] = ()) -> list[Sample]:
-        """Node, pod and container samples; ``host_apps`` is accepted for a uniform collector call and not read
-        (the usage collector already writes host_application_memory_usage_with_page_cache). Never raises."""
+    def collect(self, tick: Tick) -> list[Sample]:
+        """Node, pod and container samples; host applications are not read (the usage collector already writes
+        host_application_memory_usage_with_page_cache). Never raises."""
+        now, pods = tick.now, tick.pods
         reads = _Reads(self.name, self._metrics, self._errors)
         samples: list[Sample] = []
         key = reads.key("meminfo", "")
@@ -240,3 +242,20 @@ class PageCacheCollector:
                                           (("container_id", container.id),), now, float(value)))
         reads.done()
         return samples
+
+
+def _build_cold(ctx: Context) -> ColdPageCollector | None:
+    cold = ColdPageCollector(ctx.paths, ctx.cgroups, ctx.metrics, ctx.executor)
+    supported, why = cold.supported()
+    if not supported:
+        log.warning("cold page collector off: %s", why)
+        return None
+    ctx.node.kidled = cold
+    return cold
+
+
+COLD_PAGES = Plugin("coldpage", _build_cold, gates=("ColdPageCollector",),
+                    when=lambda c: c.coldpage_collector_interval > 0, period=lambda c: c.coldpage_collector_interval,
+                    probe=host_probe(probes.kidled))
+PAGE_CACHE = Plugin("pagecache", lambda ctx: PageCacheCollector(ctx.paths, ctx.cgroups, ctx.metrics),
+                    when=lambda c: c.enable_pagecache_collector, period=lambda c: max(c.collect_res_used_interval, 1.0))

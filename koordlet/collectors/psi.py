@@ -33,6 +33,8 @@ import logging
 
 from prometheus_client import Gauge
 
+from koordlet.component import Context, Plugin, Tick, host_probe
+from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.psi import PSI, cgroup_psi, cgroup_supported, node_psi, node_supported, unsupported_errno
@@ -41,7 +43,7 @@ from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.collectors")
+log = logging.getLogger(__name__)
 
 PRECISION_10 = "10"            # metric cache psi_precision (upstream PSIPrecision10)
 _GAUGE_PRECISIONS = ("avg10", "avg60", "avg300")
@@ -78,8 +80,9 @@ class PSICollector:
 
     # --- collection ----------------------------------------------------------------------------------------
 
-    def collect(self, now: float, pods: tuple[PodMeta, ...]) -> list[Sample]:
+    def collect(self, tick: Tick) -> list[Sample]:
         """One cycle; never raises (a bug here must not stop the other collectors)."""
+        now, pods = tick.now, tick.pods
         current: dict[Gauge, dict[tuple[str, ...], Gauge]] = {g: {} for g in self._gauges}
         try:
             samples = self._node(now, current[self._metrics.node_psi])
@@ -209,3 +212,16 @@ class PSICollector:
                         child = gauge.labels(*key)
                     child.set(value)
                     seen[key] = child
+
+
+def _build(ctx: Context) -> PSICollector | None:
+    psi = PSICollector(ctx.paths, ctx.cgroups, ctx.metrics)
+    supported, why = psi.supported()
+    if not supported:
+        log.warning("psi collector off: %s", why)
+        return None
+    return psi
+
+
+PLUGIN = Plugin("psi", _build, gates=("PSICollector",), when=lambda c: c.psi_collector_interval > 0,
+                period=lambda c: c.psi_collector_interval, probe=host_probe(probes.psi))

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from koordlet.component import Context, Plugin, Tick, collecting
 from koordlet.host.cgroup import Cgroups, KubeQOS, MemoryUsage, UsageFiles, parse_cpu_list
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat, read_meminfo
@@ -39,7 +40,7 @@ from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 from koordlet import wire
 
-log = logging.getLogger("koordlet.collectors")
+log = logging.getLogger(__name__)
 
 NO_LABELS: tuple[tuple[str, str], ...] = ()
 
@@ -336,14 +337,8 @@ class SystemCollector:
                 Sample("sys_memory_usage", NO_LABELS, now, max(node.memory - pods.memory - app_memory, 0.0))]
 
 
-@dataclass
-class CycleResult:
-    samples: list[Sample]
-    duration: float
-
-
 class UsageCollection:
-    """One cycle runs node (and NUMA) → pods → BE → system in order, so the system remainder uses same-cycle
+    """The main collection cycle (upstream's node, pod, BE and system resource collectors). One cycle runs node (and NUMA) → pods → BE → system in order, so the system remainder uses same-cycle
     inputs. ``topology`` (read here when not given) gives the NUMA collector its CPU → node map."""
 
     def __init__(self, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics, *, interval: float,
@@ -359,9 +354,11 @@ class UsageCollection:
         self._metrics = metrics
         self._errors = LogOnce(log)
 
-    def run(self, pods: tuple[PodMeta, ...], host_apps: Iterable[HostApp] = ()) -> CycleResult:
+    name = "usage"
+
+    def collect(self, tick: Tick) -> list[Sample]:
         start = time.perf_counter()
-        now, mono = time.time(), time.monotonic()
+        now, mono, pods = tick.now, time.monotonic(), tick.pods
         samples: list[Sample] = []
         try:
             stat = read_cpu_stat(self._paths)          # one read of /proc/stat serves node and NUMA
@@ -373,8 +370,15 @@ class UsageCollection:
             self._errors("node", "node usage unreadable error=%s", e)
         samples += self.pod.collect(now, mono, pods)
         samples += self.be.collect(now, mono, pods)
-        samples += self.host_apps.collect(now, mono, host_apps)
+        samples += self.host_apps.collect(now, mono, tick.host_apps)
         samples += self.system.collect(now)
-        duration = time.perf_counter() - start
-        self._metrics.collect_cycle_seconds.labels(self._metrics.node).observe(duration)
-        return CycleResult(samples, duration)
+        self._metrics.collect_cycle_seconds.labels(self._metrics.node).observe(time.perf_counter() - start)
+        return samples
+
+
+def _build(ctx: Context) -> UsageCollection:
+    return UsageCollection(ctx.paths, ctx.cgroups, ctx.metrics, interval=ctx.config.collect_res_used_interval,
+                           outdated=ctx.config.collect_sys_metric_outdated_interval, topology=ctx.node.topology)
+
+
+PLUGIN = Plugin("usage", _build, when=collecting, period=lambda c: c.collect_res_used_interval, primary=True)

@@ -249,7 +249,7 @@ class Cgroups:
         self._mem_keys = _V1_MEM_KEYS if version is CgroupVersion.V1 else _V2_MEM_KEYS
 
     @classmethod
-    def detect(cls, paths: HostPaths, driver: str = "auto") -> "Cgroups":
+    def detect(cls, paths: HostPaths, driver: str = "auto") -> Cgroups:
         version = detect_version(paths.cgroup_root)
         drv = Driver(driver) if driver != "auto" else detect_driver(paths.cgroup_root, version, paths)[0]
         return cls(paths.cgroup_root, version, drv)
@@ -349,12 +349,41 @@ class Cgroups:
         return out
 
 
+# Highest CPU id + 1 a cpu list may name: the largest NR_CPUS any mainline kernel can be built with (x86_64
+# MAXSMP, ppc64). A fixed cap, not this host's possible CPUs: the lists also come from annotations written for
+# other nodes' shapes, and a bigger id can name no CPU on any Linux host.
+MAX_CPUS = 8192
+
+
 def parse_cpu_list(text: str) -> list[int]:
-    """Kernel cpu list format ("0-3,8,10-11") to sorted CPU ids."""
+    """Kernel cpu list format ("0-3,8,10-11") to sorted CPU ids; ValueError for ids of :data:`MAX_CPUS` and above.
+
+    Work is O(len(text)) whatever the ranges: a range adds its ids only while the ranges seen so far span at most
+    a few times MAX_CPUS; past that (many overlapping ranges) the ranges are merged by their start instead.
+    """
     cpus: set[int] = set()
+    ends: dict[int, int] = {}             # start -> furthest end, once the spans add up to more than the cap
+    spanned = 0
     for part in text.strip().split(","):
         if not part:
             continue
         lo, sep, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+        first = int(lo)
+        last = int(hi) if sep else first
+        if first < 0 or last >= MAX_CPUS:
+            raise ValueError(f"cpu id in {part.strip()!r:.40} is outside 0..{MAX_CPUS - 1}")
+        if last < first:
+            continue
+        spanned += last - first + 1
+        if spanned <= 4 * MAX_CPUS:
+            cpus.update(range(first, last + 1))
+        elif ends.get(first, -1) < last:
+            ends[first] = last
+    if ends:
+        reach = -1
+        for first in sorted(ends):        # at most MAX_CPUS distinct starts
+            last = ends[first]
+            if last > reach:
+                cpus.update(range(max(first, reach + 1), last + 1))
+                reach = last
     return sorted(cpus)

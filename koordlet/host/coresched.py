@@ -26,7 +26,8 @@ import errno
 import glob
 import os
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.fs import read_bytes, read_text

@@ -43,7 +43,7 @@ def parse_kv(data: bytes) -> dict[bytes, bytes]:
     if len(fields) % 2:
         raise ValueError("odd number of fields in a key/value file")
     it = iter(fields)
-    return dict(zip(it, it))
+    return dict(zip(it, it, strict=True))
 
 
 def reset_dir(path: str, mode: int) -> None:

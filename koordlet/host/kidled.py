@@ -81,7 +81,7 @@ def parse_idle_page_stats(text: str) -> tuple[IdlePageStats, int]:
     headers: dict[str, object] = {}
     rows: dict[str, tuple[int, ...]] = {}
     skipped = 0
-    buckets = BUCKETS
+    buckets: tuple[int, ...] = BUCKETS
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:

@@ -35,7 +35,7 @@ import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from koordlet.host.cgroup import CgroupVersion, Cgroups
+from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.paths import HostPaths
 
 if TYPE_CHECKING:
@@ -231,11 +231,11 @@ class TC:
     def __init__(self, netns: str | None = None) -> None:
         self.netns = netns
         self.writes = 0                  # requests that change the kernel, successful or not
-        self._ipr: "IPRoute | None" = None
+        self._ipr: IPRoute | None = None
 
     # --- plumbing ----------------------------------------------------------------------------------------------
 
-    def _sock(self) -> "IPRoute":
+    def _sock(self) -> IPRoute:
         if self._ipr is None:
             try:
                 from pyroute2 import IPRoute

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from koordlet.host import pci
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
 
-log = logging.getLogger("koordlet.nvml")
+log = logging.getLogger(__name__)
 
 # XIDs that are the application's fault, not the GPU's (upstream list, after NVIDIA's XID catalogue).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -134,7 +135,7 @@ class Nvml:
         self._last_seen: dict[str, int] = {}        # bus id -> newest process-utilization timestamp (µs)
 
     @classmethod
-    def open(cls, paths: HostPaths) -> "Nvml":
+    def open(cls, paths: HostPaths) -> Nvml:
         """Initialise NVML; NvmlUnavailable (with the reason) when this host has no usable NVIDIA driver."""
         try:
             import pynvml
@@ -181,7 +182,8 @@ class Nvml:
 
     def inventory(self) -> GpuInventory:
         """Every GPU with its placement and NVLinks; a GPU NVML cannot open is listed as lost (never raises)."""
-        lib, problems = self.lib, []
+        lib = self.lib
+        problems: list[str] = []
         gpus: list[Gpu] = []
         try:
             bus_ids = self.bus_ids()
@@ -237,10 +239,11 @@ class Nvml:
                 remote = pci.normalize_bus_id(lib.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
             except (lib.NVMLError, ValueError):
                 remote = ""
-            kind = self._call(lambda: kinds.get(lib.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link), "other"),
+            # _call runs each lambda at once, inside this iteration (B023 is about closures called later)
+            kind = self._call(lambda: kinds.get(lib.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link), "other"),  # noqa: B023
                               "")
-            links.append(NvLink(link, remote, kind, self._call(lambda: lib.nvmlDeviceGetNvLinkVersion(handle,
-                                                                                                     link), 0)))
+            links.append(NvLink(link, remote, kind,
+                                self._call(lambda: lib.nvmlDeviceGetNvLinkVersion(handle, link), 0)))  # noqa: B023
         return tuple(links)
 
     def _pcie_levels(self, gpus: Sequence[Gpu]) -> dict[frozenset[str], int]:
@@ -259,7 +262,7 @@ class Nvml:
         names = []
         for index in range(self._call(self.lib.nvmlDeviceGetCount, 0)):
             names.append(self._call(lambda: _text(self.lib.nvmlDeviceGetName(
-                self.lib.nvmlDeviceGetHandleByIndex(index))), ""))
+                self.lib.nvmlDeviceGetHandleByIndex(index))), ""))  # noqa: B023 (called at once)
         return names
 
     def _cuda_version(self) -> str:
@@ -328,7 +331,7 @@ class Nvml:
 
     # --- health ------------------------------------------------------------------------------------------------
 
-    def watch_xid(self, bus_ids: Sequence[str], health: "GpuHealth", stop: threading.Event,
+    def watch_xid(self, bus_ids: Sequence[str], health: GpuHealth, stop: threading.Event,
                   restart: threading.Event | None = None) -> None:
         """Block until ``stop`` (or ``restart``): register for critical XID events and mark the GPUs they name
         unhealthy.
@@ -366,7 +369,7 @@ class Nvml:
             except lib.NVMLError:
                 pass
 
-    def _on_event(self, event: Any, bus_ids: Sequence[str], health: "GpuHealth") -> None:
+    def _on_event(self, event: Any, bus_ids: Sequence[str], health: GpuHealth) -> None:
         lib = self.lib
         if event.eventType != lib.nvmlEventTypeXidCriticalError or event.eventData in APPLICATION_XIDS:
             return

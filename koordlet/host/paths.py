@@ -8,8 +8,27 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
-from koordlet.config import Config
+
+class HostRoots(Protocol):
+    """The root settings a ``koordlet.config.Config`` carries (named structurally: the host layer does not import
+    the agent's configuration)."""
+
+    @property
+    def cgroup_root_dir(self) -> str: ...
+    @property
+    def sys_root_dir(self) -> str: ...
+    @property
+    def sys_fs_root_dir(self) -> str: ...
+    @property
+    def proc_root_dir(self) -> str: ...
+    @property
+    def var_run_root_dir(self) -> str: ...
+    @property
+    def run_root_dir(self) -> str: ...
+    @property
+    def var_lib_kubelet_dir(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -23,12 +42,12 @@ class HostPaths:
     var_lib_kubelet: str
 
     @classmethod
-    def from_config(cls, config: Config) -> "HostPaths":
+    def from_config(cls, config: HostRoots) -> HostPaths:
         return cls(config.cgroup_root_dir, config.sys_root_dir, config.sys_fs_root_dir, config.proc_root_dir,
                    config.var_run_root_dir, config.run_root_dir, config.var_lib_kubelet_dir)
 
     @classmethod
-    def under(cls, root: str) -> "HostPaths":
+    def under(cls, root: str) -> HostPaths:
         """All roots inside one directory, laid out like a real host (used for fake trees)."""
         j = os.path.join
         return cls(j(root, "sys/fs/cgroup"), j(root, "sys"), j(root, "sys/fs"), j(root, "proc"),

@@ -17,8 +17,9 @@ import fcntl
 import os
 import platform
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 PERF_TYPE_HARDWARE = 0
 PERF_TYPE_SOFTWARE = 1

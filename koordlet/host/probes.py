@@ -65,57 +65,94 @@ def probe(paths: HostPaths, cgroups: Cgroups) -> list[Feature]:
     writable = os.geteuid() == 0 and os.access(cpu_root, os.W_OK)
     add(Feature("enforcement", writable, "root and the cgroup tree is writable" if writable
                 else f"not root (uid={os.geteuid()}) or {cpu_root} read-only: collection only"))
-    add(_file_probe("cpu.idle (BE sched idle)", os.path.join(cpu_root, "cpu.idle"),
-                    "kernel < 5.15 or no CONFIG_FAIR_GROUP_SCHED"))
+    return features
+
+
+# --- per-component probes: (supported, where or why not); the components' PLUGIN lines name them ----------------
+
+Support = tuple[bool, str]
+
+
+def _file(path: str, what: str) -> Support:
+    f = _file_probe("", path, what)
+    return f.supported, f.detail
+
+
+def cpu_idle(paths: HostPaths, cgroups: Cgroups) -> Support:
+    return _file(os.path.join(cgroups.path("cpu", ""), "cpu.idle"), "kernel < 5.15 or no CONFIG_FAIR_GROUP_SCHED")
+
+
+def group_identity(paths: HostPaths, cgroups: Cgroups) -> Support:
+    """cpu.bvt_warp_ns (Anolis / Alibaba Cloud Linux), or cpu.idle for BE pods where it is missing."""
     gi_sysctl = paths.proc("sys", "kernel", "sched_group_identity_enabled")
     if os.path.exists(gi_sysctl):
-        add(Feature("group identity (cpu.bvt_warp_ns)", True, gi_sysctl))
-    else:
-        idle = os.path.exists(os.path.join(cpu_root, "cpu.idle"))
-        add(_file_probe("group identity (cpu.bvt_warp_ns)", os.path.join(cpu_root, "cpu.bvt_warp_ns"),
-                        "only Alibaba Cloud Linux / Anolis kernels have it" +
-                        ("; BE pods get cpu.idle=1 instead" if idle else "")))
-    add(_file_probe("cpu burst", os.path.join(cpu_root, "cpu.cfs_burst_us" if v1 else "cpu.max.burst"),
-                    "kernel < 5.14"))
-    ok, why = coresched.CoreSchedKernel().supported(paths)
-    add(Feature("core scheduling", ok, why))
+        return True, gi_sysctl
+    cpu_root = cgroups.path("cpu", "")
+    ok, why = _file(os.path.join(cpu_root, "cpu.bvt_warp_ns"), "only Alibaba Cloud Linux / Anolis kernels have it")
+    if ok:
+        return ok, why
+    idle, idle_why = cpu_idle(paths, cgroups)
+    return idle, why + ("; BE pods get cpu.idle=1 instead" if idle else f"; no cpu.idle either: {idle_why}")
 
-    from koordlet.host import blockdev, netlink, resctrl
-    ok, why = resctrl.supported(paths, cgroups)
-    add(Feature("resctrl (LLC/MB)", ok, why))
-    ok, why = blockdev.supported(paths, cgroups)
-    add(Feature("blkio QoS", ok, why))
-    ok, why = netlink.supported(paths, cgroups)
-    add(Feature("net QoS (tc/HTB)", ok, why))
 
+def cpu_burst(paths: HostPaths, cgroups: Cgroups) -> Support:
+    v1 = cgroups.version is CgroupVersion.V1
+    return _file(os.path.join(cgroups.path("cpu", ""), "cpu.cfs_burst_us" if v1 else "cpu.max.burst"),
+                 "kernel < 5.14")
+
+
+def core_sched(paths: HostPaths, cgroups: Cgroups) -> Support:
+    return coresched.CoreSchedKernel().supported(paths)
+
+
+def resctrl(paths: HostPaths, cgroups: Cgroups) -> Support:
+    from koordlet.host import resctrl
+    return resctrl.supported(paths, cgroups)
+
+
+def blkio(paths: HostPaths, cgroups: Cgroups) -> Support:
+    from koordlet.host import blockdev
+    return blockdev.supported(paths, cgroups)
+
+
+def net_qos(paths: HostPaths, cgroups: Cgroups) -> Support:
+    from koordlet.host import netlink
+    return netlink.supported(paths, cgroups)
+
+
+def hardware_perf(paths: HostPaths, cgroups: Cgroups) -> Support:
     try:
         os.close(perf.perf_event_open(perf.PERF_TYPE_HARDWARE, perf.PERF_COUNT_HW_CPU_CYCLES, 0, -1))
-        add(Feature("hardware perf counters (CPI)", True, "perf_event_open(cycles) works"))
+        return True, "perf_event_open(cycles) works"
     except OSError as e:
         why = {errno.ENOENT: "no hardware PMU exposed (typical of VMs)",
                errno.EACCES: "denied by kernel.perf_event_paranoid",
                errno.EPERM: "denied by kernel.perf_event_paranoid"}.get(e.errno, e.strerror)
-        add(Feature("hardware perf counters (CPI)", False, f"perf_event_open(cycles): {why}"))
+        return False, f"perf_event_open(cycles): {why}"
 
+
+def psi(paths: HostPaths, cgroups: Cgroups) -> Support:
+    """Node PSI, and per-cgroup PSI (pods and containers)."""
     from koordlet.host import psi
-    ok, why = psi.node_supported(paths)
-    add(Feature("PSI (node)", ok, why))
-    ok, why = psi.cgroup_supported(cgroups, cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
-    add(Feature("PSI per cgroup", ok, why))
+    node_ok, node_why = psi.node_supported(paths)
+    cg_ok, cg_why = psi.cgroup_supported(cgroups, cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
+    return node_ok, f"node: {node_why}; per cgroup: {cg_why if cg_ok else 'no: ' + cg_why}"
 
+
+def kidled(paths: HostPaths, cgroups: Cgroups) -> Support:
     from koordlet.host.kidled import kidled_supported
-    ok, why = kidled_supported(paths) if v1 else (False, "kidled is cgroup v1 only")
-    add(Feature("cold memory (kidled)", ok, why))
-    mem_root = cgroups.path("memory", "")
-    if v1:
-        add(_file_probe("memory QoS (memory.min)", os.path.join(mem_root, "memory.min"),
-                        "cgroup v1 has memory.min only on Anolis kernels"))
-    else:
-        kube = cgroups.path("", cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
-        add(Feature("memory QoS (memory.min)", "memory" in read_text_or_empty(
-            os.path.join(cgroups.root, "cgroup.subtree_control")), "memory controller delegated to children"
-            f" ({kube})"))
-    return features
+    if cgroups.version is not CgroupVersion.V1:
+        return False, "kidled is cgroup v1 only"
+    return kidled_supported(paths)
+
+
+def memory_qos(paths: HostPaths, cgroups: Cgroups) -> Support:
+    if cgroups.version is CgroupVersion.V1:
+        return _file(os.path.join(cgroups.path("memory", ""), "memory.min"),
+                     "cgroup v1 has memory.min only on Anolis kernels")
+    kube = cgroups.path("", cgroups.layout.qos_dir(KubeQOS.GUARANTEED))
+    ok = "memory" in read_text_or_empty(os.path.join(cgroups.root, "cgroup.subtree_control"))
+    return ok, f"memory controller delegated to children ({kube})" if ok else "memory controller not delegated"
 
 
 def read_text_or_empty(path: str) -> str:

@@ -18,8 +18,8 @@ only Alibaba Cloud Linux/Anolis kernels with v1 PSI enabled provide (upstream's 
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.fs import read_bytes
@@ -55,7 +55,7 @@ _PREFIXES = (b"avg10=", b"avg60=", b"avg300=", b"total=")
 
 
 def _parse_line(line: bytes, fields: list[bytes]) -> PSILine:
-    if len(fields) != 5 or not all(f.startswith(p) for f, p in zip(fields[1:], _PREFIXES)):
+    if len(fields) != 5 or not all(f.startswith(p) for f, p in zip(fields[1:], _PREFIXES, strict=True)):
         raise ValueError(f"PSI line {line.decode('utf-8', 'replace')!r}: expected "
                          f"'{fields[0].decode('utf-8', 'replace')} avg10=F avg60=F avg300=F total=N'")
     try:

@@ -40,7 +40,7 @@ from koordlet.host.paths import HostPaths
 if TYPE_CHECKING:
     from koordlet.host.cgroup import Cgroups
 
-log = logging.getLogger("koordlet.host.resctrl")
+log = logging.getLogger(__name__)
 
 AMD_VENDORS = ("AuthenticAMD", "HygonGenuine")   # the kernel gives Hygon the AMD resctrl semantics
 INTEL_VENDOR = "GenuineIntel"
@@ -219,7 +219,7 @@ def read_info(root: str, vendor: str) -> ResctrlInfo:
                    mb_min=_int_file(os.path.join(mb_dir, "min_bandwidth"), 0))
 
 
-def detect(paths: HostPaths, kernel: "ResctrlKernel | None" = None) -> tuple[ResctrlInfo | None, str]:
+def detect(paths: HostPaths, kernel: ResctrlKernel | None = None) -> tuple[ResctrlInfo | None, str]:
     """(info, "") when resctrl is usable, mounting it first when the CPU supports it and ``kernel`` is given;
     (None, why) otherwise."""
     root = paths.sys_fs("resctrl")
@@ -244,7 +244,7 @@ def detect(paths: HostPaths, kernel: "ResctrlKernel | None" = None) -> tuple[Res
         return None, str(e)
 
 
-def supported(paths: HostPaths, cgroups: "Cgroups | None" = None) -> tuple[bool, str]:
+def supported(paths: HostPaths, cgroups: Cgroups | None = None) -> tuple[bool, str]:
     """For ``koordlet doctor``: can the resctrl strategy run here, and why (never mounts anything)."""
     root = paths.sys_fs("resctrl")
     if mounted(root):

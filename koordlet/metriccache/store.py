@@ -52,7 +52,7 @@ from koordlet.metriccache.aggregate import AggregateResult
 
 __all__ = ["Labels", "MetricCache", "Sample", "labels", "make_labels"]
 
-log = logging.getLogger("koordlet.metriccache")
+log = logging.getLogger(__name__)
 
 #: A label set: ``(key, value)`` pairs sorted by key, so that equal label sets
 #: are equal, hashable tuples and can key a dict directly on the hot path.
@@ -186,10 +186,7 @@ def _matches(lb: Labels, want: Mapping[str, str] | None) -> bool:
     if not want:
         return True
     have = dict(lb)
-    for k, v in want.items():
-        if have.get(k) != v:
-            return False
-    return True
+    return all(have.get(k) == v for k, v in want.items())
 
 
 class _Series:
@@ -269,7 +266,8 @@ class MetricCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         if retention <= 0 or memory_window <= 0:
-            raise ValueError(f"retention and memory_window must be > 0: retention={retention} memory_window={memory_window}")
+            raise ValueError(
+                f"retention and memory_window must be > 0: retention={retention} memory_window={memory_window}")
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be > 0: {max_bytes}")
         self._retention = float(retention)
@@ -407,7 +405,7 @@ class MetricCache:
             if ser is None:
                 ser = self._new_series(key[0], key[1])
                 loaded.append(ser)
-            for t, v in zip(ts, vals):
+            for t, v in zip(ts, vals, strict=True):      # _decode checked both are n long
                 if t >= cutoff:
                     ser.ts.append(t)
                     ser.vals.append(v)
@@ -532,14 +530,15 @@ class MetricCache:
                     try:
                         ts, vals = _decode(ts_blob, vals_blob, n)
                     except (zlib.error, ValueError) as e:
-                        log.error("metric cache chunk unreadable path=%s series_id=%s error=%s; skipped", self._db_path, sid, e)
+                        log.error("metric cache chunk unreadable path=%s series_id=%s error=%s; skipped",
+                                  self._db_path, sid, e)
                         continue
                     lb = ids[sid]
                     part = out.get(lb)
                     if part is None:
                         part = out[lb] = (array("q"), array("d"))
                     p_ts, p_vals = part
-                    for t, v in zip(ts, vals):
+                    for t, v in zip(ts, vals, strict=True):
                         if s_ms <= t <= e_ms:
                             p_ts.append(t)
                             p_vals.append(v)
@@ -595,7 +594,8 @@ class MetricCache:
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             self._rollback()
-            log.error("metric cache flush failed path=%s series=%d error=%s; will retry", self._db_path, len(pending), e)
+            log.error("metric cache flush failed path=%s series=%d error=%s; will retry", self._db_path,
+                      len(pending), e)
             return False
         for ser, sid in new_ids:
             ser.sid = sid

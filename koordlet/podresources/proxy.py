@@ -30,7 +30,7 @@ from koordlet.podresources.upstream import CHANNEL_OPTIONS, KubeletPodResources,
 from koordlet.states.pod import Pod
 from proto.podresources import api_pb2 as pb
 
-log = logging.getLogger("koordlet.podresources")
+log = logging.getLogger(__name__)
 
 SERVICE = "v1.PodResourcesLister"
 SOCKET_NAME = "kubelet.sock"

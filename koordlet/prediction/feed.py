@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.prediction.reclaimable import PodRequest, ReclaimPrediction, predict_prod_reclaimable
-from koordlet.prediction.server import (PeakPredictServer, PodUsage, PredictionConfig, Resources,
-                                        TrainingSamples, Usage)
+from koordlet.prediction.server import PeakPredictServer, PodUsage, PredictionConfig, Resources, TrainingSamples, Usage
 from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.prediction")
+log = logging.getLogger(__name__)
 
 TRAIN_AGGREGATION = "p90"
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 # pkg/util/histogram/decaying_histogram.go: renormalise once weights would reach 2**100.
 MAX_DECAY_EXPONENT = 100
@@ -27,10 +28,10 @@ MAX_DECAY_EXPONENT = 100
 MAX_CHECKPOINT_WEIGHT = 10_000
 _UINT32_MAX = 2**32 - 1
 
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Go's zero time.Time (0001-01-01T00:00:00Z) in Unix seconds: the initial reference timestamp, and the origin
 # that time.Round(halfLife) counts multiples of half-lives from.
-GO_ZERO_TIME = (datetime(1, 1, 1, tzinfo=timezone.utc) - _UNIX_EPOCH).total_seconds()
+GO_ZERO_TIME = (datetime(1, 1, 1, tzinfo=UTC) - _UNIX_EPOCH).total_seconds()
 _RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
 
 
@@ -164,7 +165,7 @@ class DecayingHistogram:
 
     @classmethod
     def from_checkpoint(cls, buckets: ExponentialBuckets, half_life: float,
-                        data: Mapping[str, Any]) -> DecayingHistogram:
+                        data: object) -> DecayingHistogram:
         """Rebuild a histogram from ``to_checkpoint``'s dict (or upstream's); ValueError naming the field
         when the dict does not fit these buckets. Weights are spread so they sum to ``totalWeight``."""
         if not isinstance(data, Mapping):
@@ -213,7 +214,7 @@ def parse_go_time(raw: object) -> float:
         raise ValueError(f"timestamp {raw!r}: not RFC 3339")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     try:
-        dt = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+        dt = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError as exc:
         raise ValueError(f"timestamp {raw!r}: {exc}") from None
     zone = m.group(8)

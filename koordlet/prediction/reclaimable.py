@@ -21,17 +21,17 @@ both predictors; the pod predictor still counts such a pod as unpredicted.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from koordlet import wire
+from koordlet import decode, wire
 from koordlet.logutil import LogOnce
 from koordlet.prediction.server import SYSTEM_ITEM, PredictionConfig, Resources, node_item_key
 from koordlet.quantity import milli, parse_quantity
 
-log = logging.getLogger("koordlet.prediction")
+log = logging.getLogger(__name__)
 _warn_once = LogOnce(log)      # the Node is re-read every report; a bad field is reported when it changes
 
 # peak_predictor.go isPriorityClassReclaimableForProd.
@@ -106,10 +106,7 @@ def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
     raw = annotations.get(wire.ANNOTATION_RAW_ALLOCATABLE)
     if raw is not None:
         try:
-            parsed = json.loads(raw)
-            if not isinstance(parsed, dict):
-                raise ValueError("expected a JSON object")
-            return _resources_of(parsed)
+            return _resources_of(decode.json_object(wire.ANNOTATION_RAW_ALLOCATABLE, raw))
         except ValueError as exc:
             _warn_once("raw-allocatable", "node annotation ignored key=%s reason=%s",
                        wire.ANNOTATION_RAW_ALLOCATABLE, exc)

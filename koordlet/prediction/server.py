@@ -26,14 +26,20 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping
+from typing import Any
 
 from koordlet import wire
-from koordlet.prediction.histogram import (GO_ZERO_TIME, DecayingHistogram, ExponentialBuckets, format_go_time,
-                                           parse_go_time)
+from koordlet.prediction.histogram import (
+    GO_ZERO_TIME,
+    DecayingHistogram,
+    ExponentialBuckets,
+    format_go_time,
+    parse_go_time,
+)
 
-log = logging.getLogger("koordlet.prediction")
+log = logging.getLogger(__name__)
 
 # predict_server.go: MinSampleWeight 0.1, epsilon = 0.001 × MinSampleWeight, bucket growth 5 %.
 EPSILON = 0.001 * 0.1

@@ -59,13 +59,17 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from koordlet import wire
+from koordlet.component import Plugin, host_probe
+from koordlet.host import probes
+from koordlet import decode, wire
+from koordlet.decode import DecodeError, decoder
 from koordlet.host.blockdev import BlockDevError, BlockDevices
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, pod_owner
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
 from koordlet.states import nodeslo
 from koordlet.states.nodeslo import BlkIOQOSCfg, BlockCfg, IOCfg, ResourceQOS
 
@@ -73,9 +77,8 @@ if TYPE_CHECKING:
     from koordlet.executor import Executor, Update
     from koordlet.metrics import AgentMetrics
 
-log = logging.getLogger("koordlet.qos.blkio")
+log = logging.getLogger(__name__)
 
-ANNOTATION_POD_BLKIO_QOS = wire.ANNOTATION_POD_BLKIO_QOS
 REASON = "blkio"
 
 THROTTLE_V1 = ("blkio.throttle.read_iops_device", "blkio.throttle.read_bps_device",
@@ -172,21 +175,20 @@ def devices_in(text: str) -> set[str]:
     return out
 
 
-def pod_blocks(annotations: Mapping[str, str]) -> tuple[tuple[BlockCfg, ...] | None, str | None]:
-    """The blocks of a pod's ``koordinator.sh/blkioQOS``: (None, None) without the annotation, ((), problem) when
-    it is malformed, ``()`` for an empty value (upstream: no blocks)."""
-    text = annotations.get(ANNOTATION_POD_BLKIO_QOS)
+@decoder(wire.ANNOTATION_POD_BLKIO_QOS)
+def pod_blocks(annotations: Mapping[str, str]) -> tuple[BlockCfg, ...] | None:
+    """The blocks of a pod's ``koordinator.sh/blkioQOS``: None without the annotation, ``()`` for an empty value
+    (upstream: no blocks); DecodeError when it is malformed (the caller then sets no blocks, ``()``)."""
+    key = wire.ANNOTATION_POD_BLKIO_QOS
+    text = annotations.get(key)
     if text is None:
-        return None, None
+        return None
     if text == "":
-        return (), None
-    raw, problem = nodeslo.json_object(text)
-    if raw is None:
-        return (), problem
-    cfg, problem = nodeslo.overlay(BlkIOQOSCfg, raw, BlkIOQOSCfg(), ANNOTATION_POD_BLKIO_QOS)
+        return ()
+    cfg, problem = nodeslo.overlay(BlkIOQOSCfg, decode.json_object(key, text), BlkIOQOSCfg(), key)
     if problem is not None:
-        return (), problem
-    return cfg.blocks, None
+        raise DecodeError(key, problem)
+    return cfg.blocks
 
 
 # --------------------------------------------------------------------------------------------------
@@ -387,12 +389,15 @@ class BlkIO:
             seen.add(pod.uid)
             if pod.raw_qos_class == wire.QOS_NONE or pod.phase != "Running":
                 continue
-            blocks, problem = pod_blocks(pod.annotations)
             key = f"pod {pod.key}"
-            if problem is not None:
+            refused = False
+            try:
+                blocks = pod_blocks(pod.annotations)
+            except DecodeError as e:
+                blocks, refused = (), True
                 self._tried.append(key)
                 self._bad(key, "blkio qos annotation ignored pod=%s annotation=%s problem=%s; the pod falls back "
-                          "to no blkio limits", pod.key, ANNOTATION_POD_BLKIO_QOS, problem)
+                          "to no blkio limits", pod.key, e.key, e.problem)
             if blocks is None:
                 if pod.uid not in self._pods:
                     continue                      # never configured by us: left alone, as upstream
@@ -400,7 +405,7 @@ class BlkIO:
                 log.info("blkio qos annotation removed pod=%s; resetting its devices", pod.key)
             out[pod.uid] = self._scope(executor, meta.cgroup_dir, blocks, pod.uid, pod_owner(meta), devices, support,
                                        updates)
-            if blocks or problem is not None:
+            if blocks or refused:
                 self._pods[pod.uid] = meta.cgroup_dir
             else:
                 self._pods.pop(pod.uid, None)
@@ -458,5 +463,9 @@ def _configured(cfg: ResourceQOS | None) -> bool:
     return b is not None and bool(b.enable) and bool(b.blocks)
 
 
-__all__ = ["ANNOTATION_POD_BLKIO_QOS", "BlkIO", "Limits", "Support", "devices_in", "pod_blocks", "probe",
+__all__ = ["BlkIO", "Limits", "Support", "devices_in", "pod_blocks", "probe",
            "root_reset", "root_values", "throttle_values"]
+
+
+PLUGIN = Plugin("blkio", lambda ctx: BlkIO(ctx.paths, ctx.metrics), gates=("BlkIOReconcile",),
+                probe=host_probe(probes.blkio))

@@ -54,6 +54,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from koordlet.component import Context, Plugin, host_probe
+from koordlet.host import probes
 from koordlet import wire
 from koordlet.executor import Update
 from koordlet.host import coresched as hc
@@ -66,10 +68,10 @@ if TYPE_CHECKING:
     from koordlet.executor import Executor
     from koordlet.host.cgroup import Cgroups
     from koordlet.metrics import AgentMetrics
-    from koordlet.qos import NodeView
+    from koordlet.states.nodestate import NodeView
     from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.qos.core_sched")
+log = logging.getLogger(__name__)
 
 REASON = "core-sched"
 CACHE_EXPIRY = 300.0       # upstream defaultCacheExpiration
@@ -522,3 +524,11 @@ class CoreSched:
         for uid in list(self._members):
             for name in [n for n, m in self._members[uid].items() if m.expires <= now]:
                 self._drop_member(uid, name)
+
+
+def _build(ctx: Context) -> CoreSched:
+    from koordlet.host.coresched import CoreSchedKernel
+    return CoreSched(CoreSchedKernel(), ctx.paths, ctx.metrics)
+
+
+PLUGIN = Plugin("core-sched", _build, gates=("CoreSched",), probe=host_probe(probes.core_sched))

@@ -40,11 +40,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordlet import wire
+from koordlet.component import Context, Plugin, collecting, host_probe
+from koordlet.host import probes
+from koordlet import decode, wire
+from koordlet.decode import DecodeError, decoder
 from koordlet.host.fs import parse_kv, read_bytes
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.qos import NodeView, pod_owner
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
 from koordlet.states import nodeslo
 from koordlet.states.nodeslo import CPUBurstStrategy
 
@@ -54,9 +58,8 @@ if TYPE_CHECKING:
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import Container, Pod
 
-log = logging.getLogger("koordlet.qos.cpu_burst")
+log = logging.getLogger(__name__)
 
-ANNOTATION_POD_CPU_BURST = wire.ANNOTATION_POD_CPU_BURST
 REASON_CPU_BURST = "CPUBurst"                            # upstream audit reasons
 REASON_CFS_QUOTA_BURST = "CFSQuotaBurst"
 
@@ -172,19 +175,22 @@ def parse_cpu_stat(data: bytes) -> tuple[int, int]:
         raise ValueError(f"cpu.stat has no {e.args[0].decode()}") from None
 
 
-def pod_burst_config(pod: "Pod", node_cfg: CPUBurstStrategy) -> tuple[CPUBurstStrategy, str | None]:
-    """The pod's CPUBurstConfig: the annotation overlaid on the node's; (node config, problem) when malformed.
+@decoder(wire.ANNOTATION_POD_CPU_BURST)
+def pod_burst_config(pod: "Pod", node_cfg: CPUBurstStrategy) -> CPUBurstStrategy:
+    """The pod's CPUBurstConfig: the annotation overlaid on the node's; DecodeError when malformed (the caller
+    then uses the node's).
 
     ``sharePoolThresholdPercent`` is a node-level field (not in CPUBurstConfig) and is ignored in the annotation.
     """
-    text = pod.annotations.get(ANNOTATION_POD_CPU_BURST)
+    key = wire.ANNOTATION_POD_CPU_BURST
+    text = pod.annotations.get(key)
     if text is None:
-        return node_cfg, None
-    raw, problem = nodeslo.json_object(text)
-    if raw is None:
-        return node_cfg, problem
-    raw = {k: v for k, v in raw.items() if k != "sharePoolThresholdPercent"}
-    return nodeslo.overlay(CPUBurstStrategy, raw, node_cfg, ANNOTATION_POD_CPU_BURST)
+        return node_cfg
+    raw = {k: v for k, v in decode.json_object(key, text).items() if k != "sharePoolThresholdPercent"}
+    cfg, problem = nodeslo.overlay(CPUBurstStrategy, raw, node_cfg, key)
+    if problem is not None:
+        raise DecodeError(key, problem)
+    return cfg
 
 
 def pod_active(pod: "Pod") -> bool:
@@ -275,11 +281,13 @@ class CPUBurst:
             pod = meta.pod
             if pod.raw_qos_class in (wire.QOS_LSR, wire.QOS_LSE, wire.QOS_BE) or not pod_active(pod):
                 continue
-            cfg, problem = pod_burst_config(pod, node_cfg)
-            if problem is not None:
+            try:
+                cfg = pod_burst_config(pod, node_cfg)
+            except DecodeError as e:
+                cfg = node_cfg
                 bad.append(pod.uid)
                 self._bad(pod.uid, "cpu burst annotation ignored pod=%s annotation=%s problem=%s; using the node "
-                          "config", pod.key, ANNOTATION_POD_CPU_BURST, problem)
+                          "config", pod.key, e.key, e.problem)
             self._apply_burst(meta, cfg, executor)
             self._apply_quota_burst(meta, cfg, state, now, executor, seen)
         self._bad.keep_only(bad)
@@ -421,7 +429,14 @@ def _owner(meta: "PodMeta", container: "Container") -> str:
     return f"container {meta.pod.key}/{container.name}"
 
 
-__all__ = ["ANNOTATION_POD_CPU_BURST", "BurstLimiter", "CPUBurst", "NodeState", "Operation", "adjust_for_node",
+__all__ = ["BurstLimiter", "CPUBurst", "NodeState", "Operation", "adjust_for_node",
            "base_quota_us", "burst_enabled", "ceiling_quota_us", "container_operation", "node_state",
            "parse_cpu_stat", "pod_burst_config", "quota_burst_enabled", "static_burst_us", "target_quota"]
 
+
+def _build(ctx: Context) -> CPUBurst:
+    return CPUBurst(ctx.cache, ctx.config.collect_res_used_interval, ctx.metrics,
+                    reconcile_interval=ctx.config.reconcile_interval_seconds)
+
+
+PLUGIN = Plugin("cpu-burst", _build, gates=("CPUBurst",), when=collecting, probe=host_probe(probes.cpu_burst))

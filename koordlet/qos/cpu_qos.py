@@ -10,19 +10,24 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from koordlet.component import Plugin, host_probe
+from koordlet.host import probes
+from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import read_sysctl, sysctl_path
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, pod_owner
-from koordlet.rules.cpu_qos import CPUQOSRule, cpu_qos_rule, host_app_bvt, idle_values, pod_bvt
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
+from koordlet.rules.cpu_qos import (CPUQOSRule, class_pod_bvt, cpu_qos_rule, host_app_bvt, idle_values,
+                                     pod_bvt)
 from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
 
 if TYPE_CHECKING:
     from koordlet.states.nodeslo import NodeSLOSpec
 
-log = logging.getLogger("koordlet.qos.cpu")
+log = logging.getLogger(__name__)
 
 SYSCTL_GI = "kernel/sched_group_identity_enabled"
 SYSCTL_CORE = "kernel/sched_core"
@@ -87,11 +92,12 @@ class CPUQOS:
                    for q in KubeQOS]
         known: set[str] = set()
         for meta in view.pods:
-            value, problem = pod_bvt(rule, meta.pod)
-            if problem:
-                self._bad(meta.pod.uid, "pod %s: %s; using the class value %d", meta.pod.key, problem, value)
-            else:
+            try:
+                value = pod_bvt(rule, meta.pod)
                 self._bad.forget(meta.pod.uid)
+            except DecodeError as e:
+                value = class_pod_bvt(rule, meta.pod)
+                self._bad(meta.pod.uid, "pod %s: annotation %s; using the class value %d", meta.pod.key, e, value)
             owner = pod_owner(meta)
             known.add(meta.cgroup_dir)
             updates.append(executor.cgroup(meta.cgroup_dir, BVT, value, owner, REASON))
@@ -103,3 +109,7 @@ class CPUQOS:
             updates.append(executor.cgroup(app.cgroup_dir, BVT, host_app_bvt(rule, app.qos), f"hostapp {app.name}",
                                            REASON))
         executor.update(updates)
+
+
+PLUGIN = Plugin("cpu-qos", lambda ctx: CPUQOS(ctx.cgroups, ctx.paths), gates=("GroupIdentity", "CoreSched"),
+                probe=host_probe(probes.group_identity))

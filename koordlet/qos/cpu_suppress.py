@@ -32,7 +32,6 @@ Beyond upstream (documented differences):
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -40,12 +39,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from koordlet import wire
+from koordlet.component import Context, Plugin, collecting
+from koordlet import decode, wire
+from koordlet.decode import DecodeError, decoder
 from koordlet.executor import Update
 from koordlet.host.cgroup import KubeQOS, parse_cpu_list
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.qos import NodeView, all_cpus, pod_owner
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
+from koordlet.states.pools import all_cpus
 from koordlet.quantity import milli
 from koordlet.topology import format_cpu_list
 
@@ -53,12 +56,12 @@ if TYPE_CHECKING:
     from koordlet.executor import Executor
     from koordlet.host.topology import Topology
     from koordlet.metrics import AgentMetrics
-    from koordlet.reporters.nrt import NodeInfo
+    from koordlet.states.node import NodeInfo
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodeslo import HostApplicationSpec
     from koordlet.states.pod import Pod
 
-log = logging.getLogger("koordlet.qos.cpu_suppress")
+log = logging.getLogger(__name__)
 
 REASON = "cpu-suppress"
 QOS_OWNER = "qos besteffort"
@@ -243,25 +246,30 @@ def node_reserved_milli(node: "NodeInfo", bad: LogOnce | None = None) -> int:
             if bad is not None:
                 bad("node-capacity", "node %s cpu capacity/allocatable unreadable: %s; no kubelet reservation",
                     node.name, e)
-    raw = node.annotations.get(wire.ANNOTATION_NODE_RESERVATION)
-    if not raw:
+    if not node.annotations.get(wire.ANNOTATION_NODE_RESERVATION):
         return kubelet
     try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        annotated = 0
-        resources = doc.get("resources")
-        if isinstance(resources, dict) and "cpu" in resources:
-            annotated = milli(resources["cpu"])
-        if doc.get("reservedCPUs"):
-            annotated = 1000 * len(parse_cpu_list(str(doc["reservedCPUs"])))
-    except (ValueError, TypeError) as e:
+        annotated = _reserved_milli(node.annotations[wire.ANNOTATION_NODE_RESERVATION])
+    except DecodeError as e:
         if bad is not None:
-            bad(wire.ANNOTATION_NODE_RESERVATION, "node %s annotation %s is malformed: %s; ignored", node.name,
-                wire.ANNOTATION_NODE_RESERVATION, e)
+            bad(wire.ANNOTATION_NODE_RESERVATION, "node %s annotation %s; ignored", node.name, e)
         return kubelet
     return max(kubelet, annotated)
+
+
+@decoder(wire.ANNOTATION_NODE_RESERVATION)
+def _reserved_milli(raw: str) -> int:
+    """The cpu the node reservation annotation reserves (milli-cores): its ``reservedCPUs`` count, else
+    ``resources.cpu``."""
+    key = wire.ANNOTATION_NODE_RESERVATION
+    doc = decode.json_object(key, raw)
+    annotated = 0
+    resources = doc.get("resources")
+    if isinstance(resources, dict) and "cpu" in resources:
+        annotated = math.ceil(decode.quantity(key, resources["cpu"], "resources.cpu") * 1000)
+    if doc.get("reservedCPUs"):
+        annotated = 1000 * len(decode.cpu_list(key, str(doc["reservedCPUs"]), "reservedCPUs"))
+    return annotated
 
 
 def capacity_milli(view: NodeView, bad: LogOnce | None = None) -> int:
@@ -280,19 +288,16 @@ def capacity_milli(view: NodeView, bad: LogOnce | None = None) -> int:
     return 1000 * len(view.topology.online)
 
 
+@decoder(wire.ANNOTATION_RESOURCE_STATUS)
 def resource_status_cpus(pod: "Pod") -> tuple[set[int], bool]:
     """CPUs of the pod's ``scheduling.koordinator.sh/resource-status`` and whether it pins anything at all
-    (a cpuset or NUMA node resources); ValueError on a malformed annotation."""
-    raw = pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
+    (a cpuset or NUMA node resources); DecodeError on a malformed annotation."""
+    key = wire.ANNOTATION_RESOURCE_STATUS
+    raw = pod.annotations.get(key)
     if not raw:
         return set(), False
-    doc = json.loads(raw)
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
-    cpuset = doc.get("cpuset") or ""
-    if not isinstance(cpuset, str):
-        raise ValueError("cpuset is not a string")
-    cpus = set(parse_cpu_list(cpuset))
+    doc = decode.json_object(key, raw)
+    cpus = set(decode.cpu_list(key, doc.get("cpuset") or "", "cpuset"))
     return cpus, bool(cpus) or bool(doc.get("numaNodeResources"))
 
 
@@ -301,10 +306,9 @@ def _system_exclusive(view: NodeView) -> set[int]:
     raw = view.node.annotations.get(wire.ANNOTATION_SYSTEM_QOS_RESOURCE)
     if raw:
         try:
-            doc = json.loads(raw)
-            if isinstance(doc, dict) and doc.get("cpusetExclusive") is False:
+            if decode.json_object(wire.ANNOTATION_SYSTEM_QOS_RESOURCE, raw).get("cpusetExclusive") is False:
                 return set()
-        except ValueError:
+        except DecodeError:
             pass
     return set(view.system_cpus)
 
@@ -416,9 +420,8 @@ class CPUSuppress:
     def _pod_cpus(self, meta: "PodMeta") -> set[int]:
         try:
             return resource_status_cpus(meta.pod)[0]
-        except (ValueError, TypeError) as e:
-            self._bad(f"status/{meta.pod.uid}", "pod %s annotation %s is malformed: %s; its cpuset is ignored",
-                      meta.pod.key, wire.ANNOTATION_RESOURCE_STATUS, e)
+        except DecodeError as e:
+            self._bad(f"status/{meta.pod.uid}", "pod %s annotation %s; its cpuset is ignored", meta.pod.key, e)
             return set()
 
     def _adjust_by_cpuset(self, view: NodeView, executor: "Executor", suppress: int) -> None:
@@ -486,7 +489,7 @@ class CPUSuppress:
             try:
                 if resource_status_cpus(meta.pod)[1]:
                     pinned.append(meta.cgroup_dir)
-            except (ValueError, TypeError):
+            except DecodeError:
                 continue
         text, owners = format_cpu_list(full), self._owners(view)
         keep = [(depth, rel) for depth, rel in dirs
@@ -568,3 +571,11 @@ class CPUSuppress:
         if key != self._last_target:
             self._last_target = key
             log.info(message, *args)
+
+
+def _build(ctx: Context) -> CPUSuppress:
+    return CPUSuppress(ctx.cache, ctx.config.collect_res_used_interval, ctx.metrics,
+                       be_cpu_manager=ctx.config.gate("BECPUManager"))
+
+
+PLUGIN = Plugin("cpu-suppress", _build, gates=("BECPUSuppress",), when=collecting)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import logging
 import math
 import re
@@ -49,11 +48,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from koordlet import wire
+from koordlet.component import Context, Plugin, collecting
+from koordlet import decode, wire
+from koordlet.decode import DecodeError, decoder
 from koordlet.host.procfs import kill_cgroup_processes
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_suppress import capacity_milli
 from koordlet.quantity import parse_quantity
 
@@ -65,13 +66,9 @@ if TYPE_CHECKING:
     from koordlet.states.nodeslo import ResourceThresholdStrategy
     from koordlet.states.pod import Pod
 
-log = logging.getLogger("koordlet.qos.evict")
+log = logging.getLogger(__name__)
 
 # Wire names (reference §1.2); not yet in koordlet/wire.py.
-LABEL_EVICTION_ENABLED = wire.LABEL_EVICTION_ENABLED
-ANNOTATION_EVICTION_POLICY = wire.ANNOTATION_EVICTION_POLICY
-ANNOTATION_EVICTION_PRIORITY = wire.ANNOTATION_EVICTION_PRIORITY
-LABEL_POD_PRIORITY = wire.LABEL_POD_PRIORITY
 
 BE_CPU_EVICT, CPU_EVICT, CPU_ALLOCATABLE_EVICT = "BECPUEvict", "CPUEvict", "CPUAllocatableEvict"
 BE_MEMORY_EVICT, MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
@@ -107,37 +104,38 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 # pod metadata (reference §1.2)
 # --------------------------------------------------------------------------------------------------
 
+@decoder(wire.ANNOTATION_EVICTION_POLICY)
 def eviction_policy_allows(pod: "Pod", gate: str) -> bool:
-    """Whether ``gate`` may evict the pod; raises ValueError when the annotation does not parse (the caller
+    """Whether ``gate`` may evict the pod; raises DecodeError when the annotation does not parse (the caller
     logs it and treats the pod as never evictable)."""
-    raw = pod.annotations.get(ANNOTATION_EVICTION_POLICY)
+    key = wire.ANNOTATION_EVICTION_POLICY
+    raw = pod.annotations.get(key)
     if raw is None:
         return True
-    try:
-        policies = json.loads(raw)
-    except ValueError as e:
-        raise ValueError(f"not JSON: {e}") from None
+    policies = decode.loads(key, raw)
     if policies is None:                       # Go: unmarshalling null gives an empty list
         return False
     if not isinstance(policies, list) or not all(isinstance(p, str) for p in policies):
-        raise ValueError("expected a JSON list of feature gate names")
+        raise DecodeError(key, "expected a JSON list of feature gate names")
     return gate in policies
 
 
+@decoder(wire.ANNOTATION_EVICTION_PRIORITY)
 def eviction_priority(pod: "Pod") -> int:
-    """``koordinator.sh/eviction-priority`` (int32, lower goes first); 0 when absent. ValueError when bad."""
-    raw = pod.annotations.get(ANNOTATION_EVICTION_PRIORITY)
+    """``koordinator.sh/eviction-priority`` (int32, lower goes first); 0 when absent. DecodeError when bad."""
+    key = wire.ANNOTATION_EVICTION_PRIORITY
+    raw = pod.annotations.get(key)
     if raw is None:
         return 0
-    if not _ATOI.fullmatch(raw) or not _INT32[0] <= int(raw) <= _INT32[1]:
-        raise ValueError(f"{ANNOTATION_EVICTION_PRIORITY} {raw!r} is not an int32")
+    if len(raw) > 11 or not _ATOI.fullmatch(raw) or not _INT32[0] <= int(raw) <= _INT32[1]:
+        raise DecodeError(key, f"{raw!r:.40} is not an int32")
     return int(raw)
 
 
 def label_priority(pod: "Pod", default: int) -> int:
     """``koordinator.sh/priority`` parsed as Go's Atoi; ``default`` when absent or not a number."""
-    raw = pod.labels.get(LABEL_POD_PRIORITY)
-    if raw is None or not _ATOI.fullmatch(raw):
+    raw = pod.labels.get(wire.LABEL_POD_PRIORITY)
+    if raw is None or len(raw) > 20 or not _ATOI.fullmatch(raw):
         return default
     value = int(raw)
     return value if -(1 << 63) <= value < (1 << 63) else default
@@ -196,10 +194,9 @@ def _cmp(less: Callable[[PodEvictInfo, PodEvictInfo], bool]) -> Callable[[PodEvi
 def _allowed(meta: "PodMeta", gate: str, bad: LogOnce | None) -> bool:
     try:
         allowed = eviction_policy_allows(meta.pod, gate)
-    except ValueError as e:
+    except DecodeError as e:
         if bad is not None:
-            bad(f"policy/{meta.pod.uid}", "pod %s annotation %s is malformed: %s; the pod is never evicted",
-                meta.pod.key, ANNOTATION_EVICTION_POLICY, e)
+            bad(f"policy/{meta.pod.uid}", "pod %s annotation %s; the pod is never evicted", meta.pod.key, e)
         return False
     return allowed
 
@@ -259,11 +256,11 @@ def priority_victims(pods: Iterable["PodMeta"], gate: str, priority_threshold: i
         if not is_active(pod) or not _allowed(meta, gate, bad):
             continue
         priority = priority_value(pod)
-        if priority > priority_threshold or pod.labels.get(LABEL_EVICTION_ENABLED) != "true":
+        if priority > priority_threshold or pod.labels.get(wire.LABEL_EVICTION_ENABLED) != "true":
             continue
         try:
             evict_priority = eviction_priority(pod)
-        except ValueError as e:
+        except DecodeError as e:
             evict_priority = 0
             if bad is not None:
                 bad(f"priority/{pod.uid}", "pod %s: %s; using 0", pod.key, e)
@@ -769,3 +766,16 @@ class Evictor:
             self._bad.forget("event")
         except ApiError as e:
             self._bad("event", "eviction event for pod %s not recorded: %s", pod.key, e)
+
+
+GATES = ("BECPUEvict", "CPUEvict", "BEMemoryEvict", "MemoryEvict", "CPUAllocatableEvict", "MemoryAllocatableEvict")
+
+
+def _build(ctx: Context) -> Evictor:
+    cluster = ctx.node.cluster
+    return Evictor(ctx.cache, ctx.config.collect_res_used_interval, ctx.metrics,
+                   gates={g for g in GATES if ctx.config.gate(g)}, api=cluster.api if cluster else None,
+                   node_name=ctx.config.node_name, kill_standalone=ctx.config.evict_standalone_kill)
+
+
+PLUGIN = Plugin("evict", _build, gates=GATES, when=collecting)

@@ -35,10 +35,14 @@ import mmap
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from koordlet import wire
+from koordlet.component import Plugin, host_probe
+from koordlet.host import probes
+from koordlet import decode, wire
+from koordlet.decode import DecodeError, decoder
 from koordlet.host.cgroup import CgroupVersion, KubeQOS
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, pod_owner
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
 from koordlet.quantity import parse_quantity
 from koordlet.states import nodeslo
 from koordlet.states.nodeslo import MemoryQOSCfg, ResourceQOSStrategy, default_node_slo_spec
@@ -47,9 +51,8 @@ if TYPE_CHECKING:
     from koordlet.executor import Executor, Update
     from koordlet.states.pod import Container, Pod
 
-log = logging.getLogger("koordlet.qos.memory_qos")
+log = logging.getLogger(__name__)
 
-ANNOTATION_POD_MEMORY_QOS = wire.ANNOTATION_POD_MEMORY_QOS
 POLICY_DEFAULT, POLICY_NONE, POLICY_AUTO = "default", "none", "auto"
 REASON = "cgroup reconcile"
 PAGE_SIZE = mmap.PAGESIZE
@@ -110,31 +113,31 @@ def class_memory_qos(strategy: ResourceQOSStrategy, qos_class: str) -> MemoryQOS
     return rq.memory_qos if rq is not None and rq.memory_qos is not None else MemoryQOSCfg()
 
 
-def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> tuple[MemoryQOSCfg, str | None]:
-    """The pod's memory QoS config and, when the annotation was rejected, the problem (class config used)."""
+@decoder(wire.ANNOTATION_POD_MEMORY_QOS)
+def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> MemoryQOSCfg:
+    """The pod's memory QoS config; DecodeError when the annotation is rejected (the caller then uses
+    :func:`class_memory_qos`)."""
+    key = wire.ANNOTATION_POD_MEMORY_QOS
     node_cfg = class_memory_qos(strategy, pod.qos_class)
-    text = pod.annotations.get(ANNOTATION_POD_MEMORY_QOS)
+    text = pod.annotations.get(key)
     if text is None:
-        return node_cfg, None
-    raw, problem = nodeslo.json_object(text)
-    if raw is None:
-        return node_cfg, problem
+        return node_cfg
+    raw = decode.json_object(key, text)
     policy = raw.get("policy")
     if policy is None or policy == "":
         policy = POLICY_DEFAULT
     if policy not in (POLICY_DEFAULT, POLICY_NONE, POLICY_AUTO):
-        return node_cfg, f"policy {policy!r} is not one of default, none, auto"
+        raise DecodeError(key, f"policy {policy!r:.80} is not one of default, none, auto")
     # PodMemoryQOSConfig carries the MemoryQOS fields only: "enable" is node-level and ignored here
     overrides = {k: v for k, v in raw.items() if k not in ("policy", "enable")}
-    if policy == POLICY_NONE:
-        _, problem = nodeslo.overlay(MemoryQOSCfg, overrides, node_cfg, ANNOTATION_POD_MEMORY_QOS)
-        return (node_cfg, problem) if problem else (NONE_MEMORY_QOS, None)
     base = node_cfg
     if policy == POLICY_AUTO:
         base = replace(class_memory_qos(default_node_slo_spec().resource_qos, pod.qos_class),
                        enable=node_cfg.enable)
-    merged, problem = nodeslo.overlay(MemoryQOSCfg, overrides, base, ANNOTATION_POD_MEMORY_QOS)
-    return (node_cfg, problem) if problem else (merged, None)
+    merged, problem = nodeslo.overlay(MemoryQOSCfg, overrides, base, key)
+    if problem is not None:
+        raise DecodeError(key, problem)
+    return NONE_MEMORY_QOS if policy == POLICY_NONE else merged
 
 
 # --------------------------------------------------------------------------------------------------
@@ -307,11 +310,13 @@ class MemoryQOS:
             pod = meta.pod
             if pod.phase not in _ACTIVE_PHASES:
                 continue
-            cfg, problem = pod_memory_qos(pod, strategy)
-            if problem is not None:
+            try:
+                cfg = pod_memory_qos(pod, strategy)
+            except DecodeError as e:
+                cfg = class_memory_qos(strategy, pod.qos_class)
                 bad.append(pod.uid)
                 self._bad(pod.uid, "memory qos annotation ignored pod=%s annotation=%s problem=%s; using the %s "
-                          "class config", pod.key, ANNOTATION_POD_MEMORY_QOS, problem, pod.qos_class)
+                          "class config", pod.key, e.key, e.problem, pod.qos_class)
             active.append((pod, cfg))
             pod_level += pod_settings(pod, cfg).updates(executor, meta.cgroup_dir, pod_owner(meta))
             for container, rel in meta.containers:
@@ -324,5 +329,9 @@ class MemoryQOS:
         executor.update_leveled([qos_level, pod_level, container_level])
 
 
-__all__ = ["ANNOTATION_POD_MEMORY_QOS", "MemoryQOS", "MemorySettings", "NONE_MEMORY_QOS", "container_settings",
+__all__ = ["MemoryQOS", "MemorySettings", "NONE_MEMORY_QOS", "container_settings",
            "pod_memory_qos", "pod_settings", "qos_settings"]
+
+
+PLUGIN = Plugin("memory-qos", lambda ctx: MemoryQOS(ctx.node.memory_bytes()), gates=("CgroupReconcile",),
+                probe=host_probe(probes.memory_qos))

@@ -64,14 +64,18 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from koordlet import wire
+from koordlet.component import Context, Plugin, host_probe
+from koordlet.host import probes
+from koordlet import decode, wire
+from koordlet.decode import DecodeError, decoder
 from koordlet.executor import FORCE_REFRESH, Executor, Update
 from koordlet.host.cgroup import KubeQOS
 from koordlet.host.netlink import (TC, TC_H_ROOT, Filter, HTBClass, Link, NetlinkFailure, TCState, handle, handle_str,
                                    htb_class, net_cls_mounted)
 from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, pod_owner
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
 from koordlet.quantity import parse_quantity
 
 if TYPE_CHECKING:
@@ -80,9 +84,8 @@ if TYPE_CHECKING:
     from koordlet.states.nodeslo import NetworkQOSCfg, NodeSLOSpec
     from koordlet.states.pod import Pod
 
-log = logging.getLogger("koordlet.qos.net")
+log = logging.getLogger(__name__)
 
-ANNOTATION_NETWORK_QOS = wire.ANNOTATION_POD_NETWORK_QOS
 REASON = "net-qos"
 TERWAY_DIR = "/var/lib/terway/qos"                              # upstream: /host-var-lib/terway/qos in its pod
 TERWAY_NODE_FILE, TERWAY_POD_FILE = "global_bps_config", "pod.json"
@@ -212,31 +215,27 @@ def bandwidth(slo: "NodeSLOSpec", node_annotations: Mapping[str, str]) -> tuple[
     return Bandwidth(hw, hw, l1[0], l1[1], l1[2], l1[3], l2[0], l2[1], l2[2], l2[3], l1_on, l2_on), problems
 
 
-def pod_limits(pod: "Pod") -> tuple[int, int, str | None]:
-    """(ingress, egress) bytes/s from ``koordinator.sh/networkQOS`` (bits/s quantities; missing key = 0),
-    or (0, 0, problem) when the annotation is malformed."""
-    raw = pod.annotations.get(ANNOTATION_NETWORK_QOS, "")
+@decoder(wire.ANNOTATION_POD_NETWORK_QOS)
+def pod_limits(pod: "Pod") -> tuple[int, int]:
+    """(ingress, egress) bytes/s from ``koordinator.sh/networkQOS`` (bits/s quantities; missing key = 0);
+    DecodeError when the annotation is malformed (the caller then sets no pod-level limit)."""
+    key = wire.ANNOTATION_POD_NETWORK_QOS
+    raw = pod.annotations.get(key, "")
     if not raw:
-        return 0, 0, None
-    try:
-        doc = json.loads(raw)
-    except ValueError as e:
-        return 0, 0, f"annotation {ANNOTATION_NETWORK_QOS}: not JSON ({e})"
-    if not isinstance(doc, dict):
-        return 0, 0, f"annotation {ANNOTATION_NETWORK_QOS}: expected a JSON object, got {raw!r}"
+        return 0, 0
+    doc = decode.json_object(key, raw)
     out = []
-    for key in ("ingressLimit", "egressLimit"):
-        value = doc.get(key)
+    for name in ("ingressLimit", "egressLimit"):
+        value = doc.get(name)
         if value is None or value == "":
             out.append(0)
             continue
-        if not isinstance(value, str):
-            return 0, 0, f"annotation {ANNOTATION_NETWORK_QOS}: {key} must be a quantity string, got {value!r}"
+        text = decode.string(key, value, name)
         try:
-            out.append(quantity_bits(value) // 8)
+            out.append(quantity_bits(text) // 8)
         except ValueError as e:
-            return 0, 0, f"annotation {ANNOTATION_NETWORK_QOS}: {key}: {e}"
-    return out[0], out[1], None
+            raise DecodeError(key, f"{name}: {e}") from None
+    return out[0], out[1]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -502,7 +501,7 @@ class NetQOS:
         self._net_cls: bool | None = None
         self._minors: dict[str, int] | None = None
         self._converged: tuple[Any, float] | None = None    # (inputs, when verified)
-        self._limits_memo: dict[str, tuple[int, int, str | None]] = {}
+        self._limits_memo: dict[str, tuple[int, int] | DecodeError] = {}
         self._ip_memo: dict[str, int] = {}
         self._bad = LogOnce(log)              # node-level problems (config, netlink, link, terway dir)
         self._pod_bad = LogOnce(log)          # per pod (uid, ip:<uid>); forgotten when the pod goes
@@ -521,14 +520,19 @@ class NetQOS:
         limits = {}
         memo, self._limits_memo = self._limits_memo, {}       # annotation text -> parsed (most never change)
         for meta in view.pods:
-            raw = meta.pod.annotations.get(ANNOTATION_NETWORK_QOS, "")
-            parsed = memo.get(raw) or self._limits_memo.get(raw) or pod_limits(meta.pod)
+            raw = meta.pod.annotations.get(wire.ANNOTATION_POD_NETWORK_QOS, "")
+            parsed = memo.get(raw) or self._limits_memo.get(raw)
+            if parsed is None:
+                try:
+                    parsed = pod_limits(meta.pod)
+                except DecodeError as e:
+                    parsed = e
             self._limits_memo[raw] = parsed
-            ingress, egress, problem = parsed
-            if problem:
-                self._pod_bad(meta.pod.uid, "pod %s: %s; the pod keeps its class without a pod-level limit",
-                              meta.pod.key, problem)
-            limits[meta.pod.uid] = (ingress, egress)
+            if isinstance(parsed, DecodeError):
+                self._pod_bad(meta.pod.uid, "pod %s: annotation %s; the pod keeps its class without a pod-level "
+                              "limit", meta.pod.key, parsed)
+                parsed = (0, 0)
+            limits[meta.pod.uid] = parsed
         if self.tc_on:
             if policy == wire.NET_QOS_POLICY_TC and bw.hw_tx_bps_max > 0:
                 pods = self._pod_nets(view.pods, limits)
@@ -730,3 +734,11 @@ class NetQOS:
     def _terway_remove(self, executor: Executor) -> None:
         for path in self._terway_paths():
             executor.remove(path, "node", f"{REASON} (netQOSPolicy is not terway-qos)")
+
+
+def _build(ctx: Context) -> NetQOS:
+    return NetQOS(ctx.paths, ctx.metrics, tc=ctx.config.gate("TCNetworkQoS"), terway=ctx.config.gate("TerwayQoS"),
+                  terway_dir=ctx.config.terway_qos_dir)
+
+
+PLUGIN = Plugin("net-qos", _build, gates=("TCNetworkQoS", "TerwayQoS"), probe=host_probe(probes.net_qos))

@@ -10,32 +10,18 @@ from __future__ import annotations
 
 import logging
 
+from koordlet.component import Context, Plugin
+from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, pod_owner
-from koordlet.rules.resources import (ResourceStatus, Settings, SettingsRule, batch_quota_enabled,
-                                      container_settings, host_app_cpuset, normalization_ratio, pod_settings,
-                                      resource_status)
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
+from koordlet.rules.resources import (REASON_BATCH, REASON_CPUSET, ResourceStatus, Settings, SettingsRule,
+                                      batch_quota_enabled, cgroup_updates, container_settings, host_app_cpuset,
+                                      normalization_ratio, pod_settings, resource_status)
 from koordlet.states.informer import PodMeta
 
-log = logging.getLogger("koordlet.qos.resources")
-
-REASON_CPUSET, REASON_BATCH = "cpuset", "batch-resource"
-
-
-def cgroup_updates(executor: Executor, rel: str, s: Settings, owner: str, reason: str) -> list[Update | None]:
-    """The executor updates for one cgroup's settings (the reconciler and the NRI sandbox hook share this)."""
-    out: list[Update | None] = []
-    if s.cpuset is not None:
-        out.append(executor.cgroup(rel, "cpuset.cpus", s.cpuset, owner, REASON_CPUSET))
-    if s.cpu_shares is not None:
-        out.append(executor.cgroup(rel, "cpu.shares", s.cpu_shares, owner, reason))
-    if s.cfs_quota is not None:
-        out.append(executor.cgroup(rel, "cpu.cfs_quota_us", s.cfs_quota, owner, reason))
-    if s.memory_limit is not None:
-        out.append(executor.cgroup(rel, "memory.limit_in_bytes", s.memory_limit, owner, reason))
-    return out
-
+log = logging.getLogger(__name__)
 
 class PodResources:
     name = "pod-resources"
@@ -81,8 +67,8 @@ class PodResources:
         try:
             status = resource_status(pod)
             self._bad.forget(pod.uid)
-        except ValueError as e:
-            self._bad(pod.uid, "pod %s: %s; treated as not pinned", pod.key, e)
+        except DecodeError as e:
+            self._bad(pod.uid, "pod %s: annotation %s; treated as not pinned", pod.key, e)
             status = ResourceStatus()
         rule = SettingsRule(self.cpuset, self.batch, quota_on, ratio)
         pod_s = pod_settings(rule, pod, tuple(c for c, _ in meta.containers), status)
@@ -98,3 +84,10 @@ class PodResources:
                           if cid not in ids)
             cached = self._sandboxes[meta.cgroup_dir] = (ids, found)
         return cached[1]
+
+
+def _build(ctx: Context) -> PodResources:
+    return PodResources(cpuset=ctx.config.gate("CPUSetAllocator"), batch=ctx.config.gate("BatchResource"))
+
+
+PLUGIN = Plugin("pod-resources", _build, gates=("CPUSetAllocator", "BatchResource"))

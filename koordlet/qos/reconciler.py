@@ -1,44 +1,24 @@
-"""The periodic QoS loop: one NodeView per cycle, every enabled strategy in a fixed order, one executor.
-
-Order matters only where strategies touch the same files: pod resources (cpuset, batch quota) run before CPU
-suppress, which then narrows the BestEffort tier; CPU burst runs after both so it scales the quota the batch rule
-set. A strategy that raises is logged once (with its traceback at debug) and counted; the others still run.
+"""The periodic QoS loop: one NodeView per cycle, every enabled strategy in the registry's order
+(koordlet.qos.STRATEGIES), one executor. A strategy that raises is logged once (with its traceback at debug) and
+counted; the others still run.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from koordlet import wire
-from koordlet.host.cgroup import parse_cpu_list
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, Strategy
+from koordlet.component import Strategy
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
     from koordlet.metrics import AgentMetrics
 
-log = logging.getLogger("koordlet.qos")
-
-
-def pools_from_annotations(annotations: Mapping[str, str]) -> dict[str, object]:
-    """The NodeView pool fields from the NodeResourceTopology annotations this agent reports (what upstream's
-    hooks read from the NRT): ls_pools, be_pools, system_cpus, reserved_cpus."""
-    def pools(key: str) -> dict[int, tuple[int, ...]]:
-        out: dict[int, tuple[int, ...]] = {}
-        for pool in json.loads(annotations.get(key) or "[]") or []:
-            out[int(pool["node"])] = tuple(parse_cpu_list(pool.get("cpuset", "")))
-        return out
-
-    system = json.loads(annotations.get(wire.ANNOTATION_SYSTEM_QOS_RESOURCE) or "{}") or {}
-    reservation = json.loads(annotations.get(wire.ANNOTATION_NODE_RESERVATION) or "{}") or {}
-    return {"ls_pools": pools(wire.ANNOTATION_CPU_SHARED_POOLS), "be_pools": pools(wire.ANNOTATION_BE_CPU_SHARED_POOLS),
-            "system_cpus": tuple(parse_cpu_list(str(system.get("cpuset", "")))),
-            "reserved_cpus": tuple(parse_cpu_list(str(reservation.get("reservedCPUs", ""))))}
+log = logging.getLogger(__name__)
 
 
 class Reconciler:

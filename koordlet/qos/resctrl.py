@@ -54,7 +54,10 @@ Beyond upstream (documented differences):
 
 from __future__ import annotations
 
-from koordlet import wire
+from koordlet.component import Plugin, host_probe
+from koordlet.host import probes
+from koordlet import decode, wire
+from koordlet.decode import decoder
 
 import json
 import logging
@@ -69,21 +72,17 @@ from koordlet.host.paths import HostPaths
 from koordlet.host.resctrl import (MB_MAX_AMD, ResctrlInfo, ResctrlKernel, detect, is_no_space, list_groups,
                                    mounted, parse_schemata, schemata_line)
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView, pod_owner
-from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
+from koordlet.states.nodestate import NodeView
+from koordlet.states.informer import pod_owner
+from koordlet.rules.resctrl import CLASS_GROUP_OF, CLASS_GROUPS, POD_GROUP_PREFIX
 
 if TYPE_CHECKING:
     from koordlet.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodeslo import ResctrlQOSCfg, ResourceQOSStrategy
 
-log = logging.getLogger("koordlet.qos.resctrl")
+log = logging.getLogger(__name__)
 
-ANNOTATION_RESCTRL = wire.ANNOTATION_POD_RESCTRL
-GROUP_LSR, GROUP_LS, GROUP_BE = "LSR", "LS", "BE"
-CLASS_GROUPS = ((GROUP_LSR, "lsr"), (GROUP_LS, "ls"), (GROUP_BE, "be"))     # (group dir, NodeSLO class attr)
-CLASS_GROUP_OF = {QOS_LSE: GROUP_LSR, QOS_LSR: GROUP_LSR, QOS_LS: GROUP_LS, QOS_BE: GROUP_BE}
-POD_GROUP_PREFIX = "koordlet-"
 REMOVE_GRACE = 10.0            # seconds a pod group lives at least (upstream ExpirationTime)
 PROBE_INTERVAL = 60.0          # seconds between support probes while resctrl is unusable
 AMD_MB_UNITS = 160             # 25 GB/s * 8 units per GB/s * 0.8
@@ -219,14 +218,11 @@ def _percent(value: Any, where: str) -> int | None:
     return p
 
 
+@decoder(wire.ANNOTATION_POD_RESCTRL)
 def parse_pod_resctrl(raw: str) -> PodResctrlConfig:
     """Parse the annotation (keys matched as Go does: ``llc``/``LLC``, ``mb``/``MB``, ``cacheID``/``cacheid``);
-    ValueError naming the field and the problem."""
-    try:
-        doc = json.loads(raw)
-    except ValueError as e:
-        raise ValueError(f"not valid JSON: {e}") from None
-    doc = _object(doc, "the annotation")
+    DecodeError naming the field and the problem."""
+    doc = decode.json_object(wire.ANNOTATION_POD_RESCTRL, raw)
     llc = _object(_field(doc, "llc"), "llc")
     mb = _object(_field(doc, "mb"), "mb")
     llc_range = _range(_field(_object(_field(llc, "schemata"), "llc.schemata"), "range"), "llc.schemata.range")
@@ -509,18 +505,18 @@ class Resctrl:
         seen: set[str] = set()
         for meta in view.pods:
             pod = meta.pod
-            raw = pod.annotations.get(ANNOTATION_RESCTRL)
+            raw = pod.annotations.get(wire.ANNOTATION_POD_RESCTRL)
             if raw is None or pod.phase in FINISHED:
                 continue
             seen.add(pod.uid)
             desired, widened, note = self._pod_config(pod.uid, raw, info)
             if isinstance(desired, str):
                 self._bad_pods(pod.uid, "pod %s: annotation %s rejected: %s; the pod stays in its class group",
-                               pod.key, ANNOTATION_RESCTRL, desired)
+                               pod.key, wire.ANNOTATION_POD_RESCTRL, desired)
                 continue
             self._bad_pods.forget(pod.uid)
             if widened or note:
-                self._pod_notes(pod.uid, "pod %s: annotation %s: %s", pod.key, ANNOTATION_RESCTRL,
+                self._pod_notes(pod.uid, "pod %s: annotation %s: %s", pod.key, wire.ANNOTATION_POD_RESCTRL,
                                 note or f"an L3 range rounds to fewer ways than min_cbm_bits={info.min_cbm_bits}; "
                                 "widened")
             wanted[pod.uid] = (meta, desired)
@@ -580,7 +576,7 @@ class Resctrl:
                 self._metrics.resctrl_closid_exhausted.labels(self._metrics.node).inc(len(now_set - self._exhausted))
         if now_set and not self._exhausted:
             log.error("resctrl CLOSIDs exhausted num_closids=%d groups=%d (root not counted); pods with %s run in "
-                      "their class group until one is free: %s", info.num_closids, in_use, ANNOTATION_RESCTRL,
+                      "their class group until one is free: %s", info.num_closids, in_use, wire.ANNOTATION_POD_RESCTRL,
                       ", ".join(wanted[u][0].pod.key for u in exhausted[:10]) + (" ..." if len(exhausted) > 10 else ""))
         elif self._exhausted and not now_set:
             log.info("resctrl CLOSIDs available again; every annotated pod has its group")
@@ -665,3 +661,7 @@ class Resctrl:
         self._group_tasks = {g: m.data for g, m in members.items() if m is not None}
         for gone in [d for d in self._dirs if d not in live]:
             del self._dirs[gone]
+
+
+PLUGIN = Plugin("resctrl", lambda ctx: Resctrl(ctx.paths, ctx.metrics, pod_level=ctx.config.gate("Resctrl")),
+                gates=("RdtResctrl",), probe=host_probe(probes.resctrl))

@@ -30,18 +30,19 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
+from koordlet.component import Plugin
 from koordlet.executor import Update
 from koordlet.host.fs import read_bytes
 from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.quantity import parse_quantity
 from koordlet.states.nodeslo import SystemStrategy
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
 
-log = logging.getLogger("koordlet.qos.system_config")
+log = logging.getLogger(__name__)
 
 REASON = "systemConfig reconcile"
 OWNER = "node"
@@ -165,3 +166,7 @@ class SystemConfig:
 
 
 __all__ = ["SystemConfig", "min_free_kbytes", "parse_sched_features", "sched_feature_writes"]
+
+
+PLUGIN = Plugin("system-config", lambda ctx: SystemConfig(ctx.paths, ctx.node.memory_bytes() // 1024),
+                gates=("SystemConfig",))

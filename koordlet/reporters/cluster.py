@@ -15,10 +15,9 @@ import threading
 from typing import Any, Callable
 
 from koordlet.kubeapi import NODE_METRICS, ApiError, KubeApi, RateLimiter, Resource
-from koordlet.reporters import device, nrt
 from koordlet.states.watcher import ObjectWatcher
 
-log = logging.getLogger("koordlet.reporters.cluster")
+log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES = 5
 # upstream's NodeMetric status update limiter: 0.1 QPS, burst 2
@@ -134,28 +133,3 @@ class ObjectWriter:
             if e.not_found:
                 return None
             raise
-
-
-def write_nrt(writer: ObjectWriter, node: nrt.NodeInfo, status: nrt.NRTStatus) -> str:
-    """Our NodeResourceTopology part: created owned by the Node, updated only where it differs."""
-    def update(obj: dict[str, Any]) -> dict[str, Any] | None:
-        reason = nrt.difference(obj, status)
-        if not reason:
-            return None
-        log.debug("NRT update node=%s reason=%s", node.name, reason)
-        return nrt.apply(obj, status)
-
-    return writer.write(node.name, lambda: nrt.apply(nrt.new_object(node), status), update)
-
-
-def write_device(writer: ObjectWriter, want: dict[str, Any]) -> str:
-    """The Device object: devices, labels and annotations replaced wholesale, the scheduler's status kept."""
-    name = want["metadata"]["name"]
-
-    def update(obj: dict[str, Any]) -> dict[str, Any] | None:
-        merged, reason = device.merge(obj, want)
-        if merged is not None:
-            log.info("Device update node=%s changed=%s", name, reason)
-        return merged
-
-    return writer.write(name, lambda: want, update)

@@ -25,16 +25,25 @@ Beyond upstream:
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import threading
+import time
 import json
 from typing import Any, Callable, Mapping, Sequence
 
 from koordlet import wire
+from koordlet.component import Context, Plugin
+from koordlet.decode import json_value
 from koordlet.host.nvml import Gpu, GpuInventory
 from koordlet.host.rdma import RdmaDevice
+from koordlet.logutil import LogOnce
 from koordlet.quantity import format_bytes, parse_quantity
+from koordlet.reporters.cluster import ObjectWriter
 from koordlet.reporters.gpu_partitions import GpuLinks, derive_partitions
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.topology import go_json
+
+log = logging.getLogger(__name__)
 
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 KIND = "Device"
@@ -167,13 +176,7 @@ def _devices_key(devices: Sequence[Any]) -> list[Any]:
 
 
 def _annotations_key(annotations: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in annotations.items():
-        try:
-            out[k] = json.loads(v) if isinstance(v, str) and v[:1] in "{[" else v
-        except ValueError:
-            out[k] = v
-    return out
+    return {k: json_value(v) if isinstance(v, str) and v[:1] in "{[" else v for k, v in annotations.items()}
 
 
 def merge(live: Mapping[str, Any], want: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
@@ -205,3 +208,58 @@ def merge(live: Mapping[str, Any], want: Mapping[str, Any]) -> tuple[dict[str, A
     if not devices:
         spec.pop("devices")
     return {**live, "metadata": meta, "spec": spec}, ",".join(reasons)
+
+
+def write_device(writer: ObjectWriter, want: dict[str, Any]) -> str:
+    """The Device object: devices, labels and annotations replaced wholesale, the scheduler's status kept."""
+    name = want["metadata"]["name"]
+
+    def update(obj: dict[str, Any]) -> dict[str, Any] | None:
+        merged, reason = merge(obj, want)
+        if merged is not None:
+            log.info("Device update node=%s changed=%s", name, reason)
+        return merged
+
+    return writer.write(name, lambda: want, update)
+
+
+# --- the report (koordlet.component) ------------------------------------------------------------------------------
+
+
+def device_object(ctx: Context, now: float | None = None) -> dict[str, Any]:
+    """The Device object this agent wants (GPUs with the Accelerators gate, RDMA NICs with both gates: upstream's
+    RDMA rides the GPU reporter)."""
+    gpus = ctx.node.gpus
+    rdma = ctx.node.rdma if ctx.config.gate("Accelerators") else None
+    return desired(ctx.node.node_info(), gpus.inventory if gpus else None,
+                   gpus.health.get if gpus else (lambda bus_id: None), rdma or [], ctx.config.gpu_partition_policy,
+                   time.time() if now is None else now)
+
+
+class DeviceReport:
+    """The Device object every node-topology-sync-interval, created owned by the Node."""
+
+    kind = "device"
+    wait_first = False
+
+    def __init__(self, ctx: Context) -> None:
+        from koordlet.kubeapi import DEVICES
+        cluster = ctx.node.cluster
+        assert cluster is not None and cluster.device is not None
+        self._ctx, self._watcher = ctx, cluster.device
+        self._writer = ObjectWriter(cluster.api, cluster.device, DEVICES)
+        self._bad = LogOnce(log, logging.ERROR)
+
+    def interval(self) -> float:
+        return self._ctx.config.node_topology_sync_interval
+
+    def ready(self) -> bool:
+        from koordlet.reporters.nrt import node_known
+        return self._watcher.synced.is_set() and node_known(self._ctx, self._bad, "Device")
+
+    def send(self, stop: threading.Event) -> str:
+        return write_device(self._writer, device_object(self._ctx))
+
+
+PLUGIN = Plugin("device", lambda ctx: DeviceReport(ctx) if ctx.node.cluster and ctx.node.cluster.device else None,
+                gates=("Accelerators",), when=lambda c: c.node_topology_sync_interval > 0)

@@ -1,4 +1,5 @@
-"""Standalone sink: the objects that would be sent to the API server, written as YAML files.
+"""Standalone sink: the objects that would be sent to the API server, written as YAML files under report-dir
+every report interval (the NodeMetric spec's, or its default).
 
 Each file is replaced atomically (write a temporary file in the same directory, fsync, rename), so a reader
 never sees half a report.
@@ -6,11 +7,19 @@ never sees half a report.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import yaml
+
+from koordlet.component import Context, Plugin
+from koordlet.logutil import LogOnce
+from koordlet.reporters import device, nodemetric, nrt
+
+log = logging.getLogger(__name__)
 
 
 def write_yaml_atomic(directory: str, name: str, obj: Any) -> str:
@@ -29,3 +38,38 @@ def write_yaml_atomic(directory: str, name: str, obj: Any) -> str:
             os.unlink(tmp)
         raise
     return path
+
+
+def report_objects(ctx: Context, bad: LogOnce) -> dict[str, dict[str, Any]]:
+    """File name -> object, for the standalone sink and ``koordlet report``: the NodeMetric always, the
+    NodeResourceTopology unless its sync interval is 0, the Device with the Accelerators gate."""
+    builders: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("nodemetric.yaml", lambda: nodemetric.node_metric(ctx, bad))]
+    if ctx.config.node_topology_sync_interval > 0:
+        builders.append(("noderesourcetopology.yaml", lambda: nrt.node_object(ctx)))
+    if ctx.config.gate("Accelerators"):
+        builders.append(("device.yaml", lambda: device.device_object(ctx)))
+    return {name: build() for name, build in builders}
+
+
+class FilesReport:
+    kind = "files"
+    wait_first = True
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._bad = LogOnce(log, logging.ERROR)
+
+    def interval(self) -> float:
+        return nodemetric.collect_policy(self._ctx, self._bad).report_interval
+
+    def ready(self) -> bool:
+        return True
+
+    def send(self, stop: threading.Event) -> str:
+        for name, obj in report_objects(self._ctx, self._bad).items():
+            write_yaml_atomic(self._ctx.config.report_dir, name, obj)
+        return "written"
+
+
+PLUGIN = Plugin("files", FilesReport, when=lambda c: bool(c.report_dir))

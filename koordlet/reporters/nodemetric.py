@@ -37,18 +37,25 @@ device state).
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from koordlet import wire
+from koordlet.component import Context, Plugin
 from koordlet.config import parse_duration
 from koordlet.host.nvml import Gpu
+from koordlet.logutil import LogOnce
 from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
-from koordlet.prediction.reclaimable import ReclaimPrediction
+from koordlet.prediction.reclaimable import ReclaimPrediction, node_allocatable
 from koordlet.prediction.server import Resources
 from koordlet.quantity import format_bytes, format_milli
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
+
+log = logging.getLogger(__name__)
 
 API_VERSION = "slo.koordinator.sh/v1alpha1"
 AGGREGATIONS = ("avg", "p50", "p90", "p95", "p99")
@@ -281,3 +288,70 @@ def node_metric_object(node: str, spec: Mapping[str, Any] | None, status: Mappin
     """The whole object as the API server would hold it (what standalone mode writes to disk)."""
     return {"apiVersion": API_VERSION, "kind": "NodeMetric", "metadata": {"name": node},
             "spec": dict(spec or {}), "status": dict(status)}
+
+
+# --- the report (koordlet.component) ------------------------------------------------------------------------------
+
+
+def collect_policy(ctx: Context, bad: LogOnce) -> CollectPolicy:
+    """The NodeMetric spec's collect policy over the defaults (bad fields logged once, defaults kept)."""
+    cluster = ctx.node.cluster
+    obj = cluster.node_metric.object if cluster else None
+    policy, errors = CollectPolicy.from_spec((obj or {}).get("spec"))
+    for e in errors:
+        bad(f"nodemetric {e}", "NodeMetric %s: %s", ctx.config.node_name, e)
+    return policy
+
+
+def allocatable(ctx: Context) -> Resources | None:
+    """What the Prod reclaimable prediction caps against: the Node's raw/allocatable in a cluster, the host's
+    online CPUs and memory without one (there is no kubelet reserve to subtract)."""
+    if ctx.node.cluster is not None:
+        obj = ctx.node.node_object()
+        return node_allocatable(obj) if obj else None
+    return Resources(1000 * len(ctx.node.topology.online), ctx.node.memory_bytes())
+
+
+def node_metric(ctx: Context, bad: LogOnce, now: float | None = None) -> dict[str, Any]:
+    """The NodeMetric object this agent would report now (status built from the metric cache)."""
+    cluster = ctx.node.cluster
+    obj = cluster.node_metric.object if cluster else None
+    at = time.time() if now is None else now
+    gpus = [g for g in ctx.node.gpus.inventory.gpus if not g.lost] if ctx.node.gpus else []
+    kidled = ctx.node.kidled
+    builder = NodeMetricBuilder(ctx.cache, collect_policy(ctx, bad), kidled_running=bool(kidled and kidled.running))
+    if builder.memory_policy_fallback:
+        bad("memory policy", "NodeMetric %s: %s", ctx.config.node_name, builder.memory_policy_fallback)
+    else:
+        bad.forget("memory policy")
+    status = builder.status(ctx.node.pods, at, lambda pods: ctx.prediction.reclaimable(at, allocatable(ctx), pods),
+                            ctx.node.host_apps(), gpus)
+    return node_metric_object(ctx.config.node_name, (obj or {}).get("spec") or {}, status)
+
+
+class NodeMetricReport:
+    """``UpdateStatus`` of this node's NodeMetric every report interval of its spec (the first after one
+    interval, as upstream)."""
+
+    kind = "nodemetric"
+    wait_first = True
+
+    def __init__(self, ctx: Context) -> None:
+        from koordlet.reporters.cluster import NodeMetricStatusWriter
+        assert ctx.node.cluster is not None
+        self._ctx, self._cluster = ctx, ctx.node.cluster
+        self._writer = NodeMetricStatusWriter(self._cluster.api, self._cluster.node_metric, ctx.config.node_name)
+        self._bad = LogOnce(log, logging.ERROR)
+
+    def interval(self) -> float:
+        return collect_policy(self._ctx, self._bad).report_interval
+
+    def ready(self) -> bool:
+        return self._cluster.node_metric.synced.is_set()
+
+    def send(self, stop: threading.Event) -> str:
+        return self._writer.write(node_metric(self._ctx, self._bad)["status"], stop)
+
+
+PLUGIN = Plugin("nodemetric", lambda ctx: NodeMetricReport(ctx) if ctx.node.cluster else None,
+                when=lambda c: c.enable_node_metric_report)

@@ -26,19 +26,24 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from koordlet import wire
-from koordlet.host.cgroup import parse_cpu_list
+from koordlet.component import Context, Plugin
+from koordlet.decode import json_value
 from koordlet.host.topology import Topology
 from koordlet.logutil import LogOnce
 from koordlet.quantity import format_bytes, format_milli, milli
-from koordlet.states.informer import PodMeta
+from koordlet.reporters.cluster import ObjectWriter
+from koordlet.states.kubelet import KubeletCPUConfig
+from koordlet.states.node import NodeInfo
+from koordlet.states.pools import CPUPools, Pools
 from koordlet.topology import cpu_basic_info_annotation, cpu_topology_annotation, format_cpu_list, go_json
 
-log = logging.getLogger("koordlet.reporters.nrt")
+log = logging.getLogger(__name__)
+
 
 API_VERSION = "topology.node.k8s.io/v1alpha1"
 KIND = "NodeResourceTopology"
@@ -51,101 +56,6 @@ MANAGED_ANNOTATIONS = (wire.ANNOTATION_CPU_BASIC_INFO, wire.ANNOTATION_KUBELET_C
 MANAGED_LABELS = (wire.LABEL_ENABLE_NUMA_RESERVATION,)
 _HUGEPAGE_SIZES_KB = {2048: "hugepages-2Mi", 1048576: "hugepages-1Gi"}
 
-# kubelet topologyManagerScope -> topologyManagerPolicy -> NRT topologyPolicies value
-_TOPOLOGY_POLICIES = {
-    "container": {"single-numa-node": "SingleNUMANodeContainerLevel", "restricted": "RestrictedContainerLevel",
-                  "best-effort": "BestEffortContainerLevel"},
-    "pod": {"single-numa-node": "SingleNUMANodePodLevel", "restricted": "RestrictedPodLevel",
-            "best-effort": "BestEffortPodLevel"},
-}
-
-
-@dataclass(frozen=True)
-class KubeletCPUConfig:
-    """The parts of the kubelet's ``/configz`` the report needs."""
-
-    policy: str = "none"
-    options: Mapping[str, str] = field(default_factory=dict)
-    reserved_system_cpus: tuple[int, ...] = ()
-    reserved_cpu_milli: int = 0            # kubeReserved.cpu + systemReserved.cpu
-    topology_manager_policy: str = ""
-    topology_manager_scope: str = "container"
-
-    @classmethod
-    def from_configz(cls, doc: Mapping[str, Any]) -> "KubeletCPUConfig":
-        """Parse ``{"kubeletconfig": {...}}``; ValueError names the field that is wrong."""
-        cfg = doc.get("kubeletconfig") if isinstance(doc, Mapping) else None
-        if not isinstance(cfg, Mapping):
-            raise ValueError("kubelet /configz: no kubeletconfig object")
-
-        def text(key: str, default: str) -> str:
-            v = cfg.get(key)
-            if v is None:
-                return default
-            if not isinstance(v, str):
-                raise ValueError(f"kubelet /configz: {key} is not a string: {v!r}")
-            return v
-
-        options = cfg.get("cpuManagerPolicyOptions") or {}
-        if not isinstance(options, Mapping) or not all(isinstance(v, str) for v in options.values()):
-            raise ValueError(f"kubelet /configz: cpuManagerPolicyOptions is not a map of strings: {options!r}")
-        try:
-            reserved_cpus = tuple(parse_cpu_list(text("reservedSystemCPUs", "")))
-        except ValueError:
-            raise ValueError(f"kubelet /configz: reservedSystemCPUs {cfg.get('reservedSystemCPUs')!r} is not a "
-                             "cpu list") from None
-        reserved_milli = 0
-        if reserved_cpus:      # --reserved-cpus overrides the cpu of kubeReserved and systemReserved
-            reserved_milli = 1000 * len(reserved_cpus)
-        else:
-            for key in ("kubeReserved", "systemReserved"):
-                section = cfg.get(key) or {}
-                if not isinstance(section, Mapping):
-                    raise ValueError(f"kubelet /configz: {key} is not a map: {section!r}")
-                if "cpu" in section:
-                    try:
-                        reserved_milli += milli(section["cpu"])
-                    except ValueError as e:
-                        raise ValueError(f"kubelet /configz: {key}.cpu: {e}") from None
-        return cls(policy=text("cpuManagerPolicy", "none") or "none", options=dict(options),
-                   reserved_system_cpus=reserved_cpus, reserved_cpu_milli=reserved_milli,
-                   topology_manager_policy=text("topologyManagerPolicy", ""),
-                   topology_manager_scope=text("topologyManagerScope", "container"))
-
-    @property
-    def topology_policy(self) -> str:
-        """The NRT ``topologyPolicies`` value for this kubelet (``None`` unless a known policy and scope)."""
-        return _TOPOLOGY_POLICIES.get(self.topology_manager_scope, {}).get(self.topology_manager_policy, "None")
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """What the report reads from the Node object (empty in standalone mode)."""
-
-    name: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    capacity: Mapping[str, str] = field(default_factory=dict)
-    allocatable: Mapping[str, str] = field(default_factory=dict)
-
-    def owner_references(self) -> list[dict[str, Any]]:
-        """What upstream puts on the objects it creates for a node (NRT, Device): owned by the Node, so they go
-        with it; none before the Node's uid is known."""
-        if not self.uid:
-            return []
-        return [{"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": self.uid, "controller": True,
-                 "blockOwnerDeletion": True}]
-
-    @classmethod
-    def from_object(cls, obj: Mapping[str, Any]) -> "NodeInfo":
-        meta = obj.get("metadata") or {}
-        status = obj.get("status") or {}
-        return cls(name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
-                   labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-                   capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {}))
-
-
 @dataclass(frozen=True)
 class NRTStatus:
     """What this agent owns on the object: the policy, its annotations and label, and its zones."""
@@ -156,135 +66,32 @@ class NRTStatus:
     zones: list[dict[str, Any]]
 
 
-def take_by_topology(topo: Topology, count: int) -> list[int]:
-    """``count`` CPUs picked like the kubelet's static policy picks reserved CPUs from an idle node.
-
-    Whole NUMA nodes, then whole sockets, then whole cores while at least that many are still needed, then single
-    threads; each level in id order. On 8 CPUs with HT (cores {0,4},{1,5}...) 2 gives {0,4} and 3 gives {0,1,4}.
-    """
-    usable = sorted((c for c in topo.cpus if c.online and c.core is not None and c.socket is not None),
-                    key=lambda c: (c.node or 0, c.socket, c.core, c.id))
-    if count <= 0 or not usable:
-        return []
-    taken: set[int] = set()
-    levels = (lambda c: ("node", c.node or 0), lambda c: ("socket", c.socket), lambda c: ("core", c.node, c.core))
-    for key in levels:
-        groups: dict[Any, list[int]] = {}
-        for c in usable:
-            groups.setdefault(key(c), []).append(c.id)
-        for cpus in groups.values():
-            free = [i for i in cpus if i not in taken]
-            if len(free) == len(cpus) and count - len(taken) >= len(cpus):
-                taken.update(cpus)
-    for c in usable:
-        if len(taken) >= count:
-            break
-        taken.add(c.id)
-    return sorted(taken)
+def _pool_annotation(topo: Topology, pools: Pools) -> list[dict[str, Any]]:
+    """``[{"socket", "node", "cpuset"}]`` sorted by (socket, node); a pool's socket is that of its lowest CPU."""
+    socket = {c.id: c.socket for c in topo.cpus}
+    out = [{"socket": socket[cpus[0]], "node": node, "cpuset": format_cpu_list(cpus)}
+           for node, cpus in pools.items() if cpus]
+    return sorted(out, key=lambda p: (p["socket"], p["node"]))
 
 
-def _resource_status_cpuset(meta: PodMeta, bad: LogOnce) -> set[int]:
-    raw = meta.pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
-    if not raw:
-        return set()
-    try:
-        doc = json.loads(raw)
-        cpuset = doc.get("cpuset", "") if isinstance(doc, dict) else None
-        if not isinstance(cpuset, str):
-            raise ValueError("cpuset is not a string")
-        return set(parse_cpu_list(cpuset))
-    except ValueError as e:
-        bad(meta.pod.uid, "pod %s annotation %s is malformed: %s; its cpuset is ignored", meta.pod.key,
-            wire.ANNOTATION_RESOURCE_STATUS, e)
-        return set()
-
-
-def _pools(cpus: Mapping[int, tuple[int, int]], remove: set[int]) -> list[dict[str, Any]]:
-    """CPUs (id -> (socket, node)) minus ``remove``, grouped per NUMA node, sorted by (socket, node)."""
-    per_node: dict[int, list[int]] = {}
-    for cpu, (_, node) in cpus.items():
-        if cpu not in remove:
-            per_node.setdefault(node, []).append(cpu)
-    pools = [{"socket": cpus[min(ids)][0], "node": node, "cpuset": format_cpu_list(ids)}
-             for node, ids in per_node.items()]
-    return sorted(pools, key=lambda p: (p["socket"], p["node"]))
-
-
-def _json_annotation(node: NodeInfo, key: str, bad: LogOnce) -> dict[str, Any] | None:
-    raw = node.annotations.get(key)
-    if not raw:
-        return None
-    try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        return doc
-    except ValueError as e:
-        bad(key, "node %s annotation %s is malformed: %s; reported as {}", node.name, key, e)
-        return None
-
-
-def _node_reservation(topo: Topology, node: NodeInfo, bad: LogOnce) -> tuple[dict[str, Any], set[int]]:
-    """The effective node reservation (reservedCPUs resolved) and the CPUs it takes out of the pools."""
-    doc = _json_annotation(node, wire.ANNOTATION_NODE_RESERVATION, bad)
-    if doc is None:
-        return {}, set()
+def _reservation_annotation(pools: CPUPools) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    resources = doc.get("resources")
-    if isinstance(resources, dict) and resources:
-        out["resources"] = resources
-    cpus: set[int] = set()
-    explicit = doc.get("reservedCPUs")
-    try:
-        if explicit:
-            cpus = set(parse_cpu_list(str(explicit)))
-        elif isinstance(resources, dict) and "cpu" in resources:
-            cpus = set(take_by_topology(topo, math.ceil(milli(resources["cpu"]) / 1000)))
-    except ValueError as e:
-        bad(wire.ANNOTATION_NODE_RESERVATION, "node %s annotation %s: bad reserved cpus: %s", node.name,
-            wire.ANNOTATION_NODE_RESERVATION, e)
-    if cpus:
-        out["reservedCPUs"] = format_cpu_list(sorted(cpus))
-    if doc.get("applyPolicy"):
-        out["applyPolicy"] = doc["applyPolicy"]
-    return out, cpus
+    if "resources" in pools.reservation:
+        out["resources"] = pools.reservation["resources"]
+    if pools.reserved_cpus:
+        out["reservedCPUs"] = format_cpu_list(pools.reserved_cpus)
+    if "applyPolicy" in pools.reservation:
+        out["applyPolicy"] = pools.reservation["applyPolicy"]
+    return out
 
 
-def _system_qos(node: NodeInfo, bad: LogOnce) -> tuple[dict[str, Any], set[int]]:
-    doc = _json_annotation(node, wire.ANNOTATION_SYSTEM_QOS_RESOURCE, bad)
-    if doc is None:
-        return {}, set()
-    out = {k: doc[k] for k in ("cpuset", "cpusetExclusive") if doc.get(k) not in (None, "")}
-    try:
-        cpus = set(parse_cpu_list(str(out.get("cpuset", ""))))
-    except ValueError as e:
-        bad(wire.ANNOTATION_SYSTEM_QOS_RESOURCE, "node %s annotation %s: bad cpuset: %s", node.name,
-            wire.ANNOTATION_SYSTEM_QOS_RESOURCE, e)
-        cpus = set()
-    exclusive = out.get("cpusetExclusive", True) is not False
-    return out, cpus if exclusive else set()
-
-
-def _kubelet_allocs(topo: Topology, pods: Sequence[PodMeta], bad: LogOnce) -> list[dict[str, Any]]:
-    """Pods whose CPUs the kubelet static policy pinned and koordinator does not manage, sorted by uid."""
-    state = topo.cpu_manager
-    if state is None:
-        return []
-    by_uid = {m.pod.uid: m.pod for m in pods}
-    managed = {m.pod.uid for m in pods
-               if m.pod.raw_qos_class in (wire.QOS_LS, wire.QOS_BE) or _resource_status_cpuset(m, bad)}
+def _allocs_annotation(pools: CPUPools) -> list[dict[str, Any]] | None:
     allocs = []
-    for uid, containers in state.entries.items():
-        cpus = sorted({c for cs in containers.values() for c in cs})
-        if uid in managed or not cpus:
-            continue
-        alloc: dict[str, Any] = {}
-        pod = by_uid.get(uid)
-        if pod is not None:
-            alloc.update(namespace=pod.namespace, name=pod.name)
-        alloc.update(uid=uid, cpuset=format_cpu_list(cpus), managedByKubelet=True)
+    for a in pools.kubelet_allocs:
+        alloc: dict[str, Any] = {"namespace": a.namespace, "name": a.name} if a.name else {}
+        alloc.update(uid=a.uid, cpuset=format_cpu_list(a.cpus), managedByKubelet=True)
         allocs.append(alloc)
-    return sorted(allocs, key=lambda a: a["uid"])
+    return allocs or None
 
 
 def _zones(topo: Topology, node: NodeInfo, hugepage_report: bool) -> list[dict[str, Any]]:
@@ -326,50 +133,29 @@ def _format_bytes_milli(value_milli: int) -> str:
     return format_bytes(value_milli // 1000) if value_milli % 1000 == 0 else format_milli(value_milli)
 
 
-def build_status(topo: Topology, pods: Sequence[PodMeta], node: NodeInfo, kubelet: KubeletCPUConfig | None, *,
-                 hugepage_report: bool = False, bad: LogOnce | None = None) -> NRTStatus:
-    """Everything this agent reports on the NodeResourceTopology, from host topology, pods and the Node.
+def build_status(topo: Topology, pools: CPUPools, node: NodeInfo, kubelet: KubeletCPUConfig | None, *,
+                 hugepage_report: bool = False) -> NRTStatus:
+    """Everything this agent reports on the NodeResourceTopology, from host topology, its pools and the Node.
 
     ``kubelet`` is None when the kubelet config is not queried (standalone, or ``disable-query-kubelet-config``):
     the policy annotation is then ``{}`` and ``topologyPolicies`` is ``None``, as upstream.
     """
-    bad = bad or LogOnce(log, logging.ERROR)
-    detail = cpu_topology_annotation(topo).get("detail", [])
-    cpus = {d["id"]: (d["socket"], d["node"]) for d in detail}
-
     policy: dict[str, Any] = {}
-    allocs: list[dict[str, Any]] = []
     if kubelet is not None:
         policy = {"policy": kubelet.policy}
         if kubelet.options:
             policy["options"] = dict(kubelet.options)
-        if kubelet.policy == "static":
-            reserved = kubelet.reserved_system_cpus or tuple(
-                take_by_topology(topo, math.ceil(kubelet.reserved_cpu_milli / 1000)))
-            if reserved:
-                policy["reservedCPUs"] = format_cpu_list(reserved)
-            allocs = _kubelet_allocs(topo, pods, bad)
-    kubelet_cpus = {c for a in allocs for c in parse_cpu_list(a["cpuset"])}
-
-    reservation, reserved_cpus = _node_reservation(topo, node, bad)
-    system_qos, system_cpus = _system_qos(node, bad)
-    ls_taken, be_taken = set(kubelet_cpus), set(kubelet_cpus)
-    for meta in pods:
-        cpuset = _resource_status_cpuset(meta, bad)
-        ls_taken |= cpuset
-        if meta.pod.raw_qos_class == wire.QOS_LSE:
-            be_taken |= cpuset
-    out_of_pools = reserved_cpus | system_cpus
-
+        if pools.kubelet_reserved:
+            policy["reservedCPUs"] = format_cpu_list(pools.kubelet_reserved)
     annotations = {
         wire.ANNOTATION_CPU_BASIC_INFO: go_json(cpu_basic_info_annotation(topo)),
         wire.ANNOTATION_CPU_TOPOLOGY: go_json(cpu_topology_annotation(topo)),
-        wire.ANNOTATION_CPU_SHARED_POOLS: go_json(_pools(cpus, ls_taken | out_of_pools)),
-        wire.ANNOTATION_BE_CPU_SHARED_POOLS: go_json(_pools(cpus, be_taken | out_of_pools)),
+        wire.ANNOTATION_CPU_SHARED_POOLS: go_json(_pool_annotation(topo, pools.ls)),
+        wire.ANNOTATION_BE_CPU_SHARED_POOLS: go_json(_pool_annotation(topo, pools.be)),
         wire.ANNOTATION_KUBELET_CPU_MANAGER_POLICY: go_json(policy),
-        wire.ANNOTATION_POD_CPU_ALLOCS: go_json(allocs or None),
-        wire.ANNOTATION_NODE_RESERVATION: go_json(reservation),
-        wire.ANNOTATION_SYSTEM_QOS_RESOURCE: go_json(system_qos),
+        wire.ANNOTATION_POD_CPU_ALLOCS: go_json(_allocs_annotation(pools)),
+        wire.ANNOTATION_NODE_RESERVATION: go_json(_reservation_annotation(pools)),
+        wire.ANNOTATION_SYSTEM_QOS_RESOURCE: go_json(dict(pools.system_qos)),
     }
     labels = {k: node.labels[k] for k in MANAGED_LABELS if node.labels.get(k)}
     return NRTStatus(topology_policy=kubelet.topology_policy if kubelet is not None else "None",
@@ -409,13 +195,6 @@ def apply(obj: Mapping[str, Any], status: NRTStatus) -> dict[str, Any]:
     return out
 
 
-def _json_value(text: str | None) -> Any:
-    try:
-        return json.loads(text) if text is not None else None
-    except ValueError:
-        return text
-
-
 def difference(obj: Mapping[str, Any] | None, status: NRTStatus) -> str:
     """Why ``obj`` needs an update to carry ``status`` ("" when it already does).
 
@@ -428,7 +207,7 @@ def difference(obj: Mapping[str, Any] | None, status: NRTStatus) -> str:
         return "topologyPolicies"
     annotations = meta.get("annotations") or {}
     for key in MANAGED_ANNOTATIONS:
-        if _json_value(annotations.get(key)) != _json_value(status.annotations.get(key)):
+        if json_value(annotations.get(key)) != json_value(status.annotations.get(key)):
             return f"annotation {key}"
     labels = meta.get("labels") or {}
     for key in MANAGED_LABELS:
@@ -451,3 +230,69 @@ def _quantity_fields(resource: Mapping[str, Any]) -> tuple[int, ...]:
         return tuple(milli(resource.get(k, 0)) for k in ("capacity", "allocatable", "available"))
     except ValueError:
         return (-1,)
+
+
+def write_nrt(writer: ObjectWriter, node: NodeInfo, status: NRTStatus) -> str:
+    """Our NodeResourceTopology part: created owned by the Node, updated only where it differs."""
+    def update(obj: dict[str, Any]) -> dict[str, Any] | None:
+        reason = difference(obj, status)
+        if not reason:
+            return None
+        log.debug("NRT update node=%s reason=%s", node.name, reason)
+        return apply(obj, status)
+
+    return writer.write(node.name, lambda: apply(new_object(node), status), update)
+
+
+# --- the report (koordlet.component) ------------------------------------------------------------------------------
+
+
+def status(ctx: Context) -> NRTStatus:
+    """What this agent reports now; raises while the kubelet's CPU settings were never readable."""
+    kubelet = ctx.node.kubelet_config()
+    return build_status(ctx.node.topology, ctx.node.pools(kubelet), ctx.node.node_info(), kubelet,
+                        hugepage_report=ctx.config.gate("HugePageReport"))
+
+
+def node_object(ctx: Context) -> dict[str, Any]:
+    """The NodeResourceTopology object this agent would report now (as created for this node)."""
+    return apply(new_object(ctx.node.node_info()), status(ctx))
+
+
+def node_known(ctx: Context, bad: LogOnce, kind: str) -> bool:
+    """Objects owned by the Node wait for the Node (logged once while it is missing)."""
+    cluster = ctx.node.cluster
+    if cluster is None or not cluster.node.synced.is_set():
+        return False
+    if cluster.node.object is None:
+        bad("node", "Node %s not found in the API server; %s waits for it", ctx.config.node_name, kind)
+        return False
+    bad.forget("node")
+    return True
+
+
+class NRTReport:
+    """The NodeResourceTopology every node-topology-sync-interval, created owned by the Node."""
+
+    kind = "noderesourcetopology"
+    wait_first = False
+
+    def __init__(self, ctx: Context) -> None:
+        from koordlet.kubeapi import NODE_RESOURCE_TOPOLOGIES
+        assert ctx.node.cluster is not None
+        self._ctx, self._cluster = ctx, ctx.node.cluster
+        self._writer = ObjectWriter(self._cluster.api, self._cluster.nrt, NODE_RESOURCE_TOPOLOGIES)
+        self._bad = LogOnce(log, logging.ERROR)
+
+    def interval(self) -> float:
+        return self._ctx.config.node_topology_sync_interval
+
+    def ready(self) -> bool:
+        return self._cluster.nrt.synced.is_set() and node_known(self._ctx, self._bad, "NodeResourceTopology")
+
+    def send(self, stop: threading.Event) -> str:
+        return write_nrt(self._writer, self._ctx.node.node_info(), status(self._ctx))
+
+
+PLUGIN = Plugin("noderesourcetopology", lambda ctx: NRTReport(ctx) if ctx.node.cluster else None,
+                gates=("NodeTopologyReport",), when=lambda c: c.node_topology_sync_interval > 0)

@@ -30,9 +30,6 @@ from koordlet.host.cgroup import KubeQOS
 from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 
-# Wire names (apis/slo/v1alpha1/pod.go); kept here until the lead moves them to koordlet.wire.
-LABEL_CORE_SCHED_GROUP_ID = wire.LABEL_CORE_SCHED_GROUP_ID
-LABEL_CORE_SCHED_POLICY = wire.LABEL_CORE_SCHED_POLICY
 POLICY_DEFAULT, POLICY_NONE, POLICY_EXCLUSIVE = "", "none", "exclusive"
 EXPELLER_SUFFIX = "-expeller"
 
@@ -93,15 +90,15 @@ def core_sched_rule(slo: NodeSLOSpec) -> CoreSchedRule:
 def pod_group(rule: CoreSchedRule, pod: Pod) -> tuple[str | None, str | None]:
     """(group ID or None for cookie 0, error about the pod's labels or None)."""
     error = None
-    policy = pod.labels.get(LABEL_CORE_SCHED_POLICY, POLICY_DEFAULT)
+    policy = pod.labels.get(wire.LABEL_CORE_SCHED_POLICY, POLICY_DEFAULT)
     if policy not in (POLICY_DEFAULT, POLICY_NONE, POLICY_EXCLUSIVE):
-        error = (f"label {LABEL_CORE_SCHED_POLICY}={policy!r} is not one of {POLICY_NONE!r}, "
+        error = (f"label {wire.LABEL_CORE_SCHED_POLICY}={policy!r} is not one of {POLICY_NONE!r}, "
                  f"{POLICY_EXCLUSIVE!r} or empty; using the default policy")
         policy = POLICY_DEFAULT
     param = rule.for_pod(pod)
     if param is None or not param.enabled or policy == POLICY_NONE:
         return None, error
-    group = pod.uid if policy == POLICY_EXCLUSIVE else pod.labels.get(LABEL_CORE_SCHED_GROUP_ID, "")
+    group = pod.uid if policy == POLICY_EXCLUSIVE else pod.labels.get(wire.LABEL_CORE_SCHED_GROUP_ID, "")
     if param.expeller:
         group += EXPELLER_SUFFIX
     return group, error

@@ -2,7 +2,7 @@
 
 Facts: reference/qos-enforcement.md §3a (group identity) and §3b (schedIdle). Upstream computes a rule from the
 merged NodeSLO once per NodeSLO change; so do we (:func:`cpu_qos_rule`), and the per-pod value is a pure function
-of the rule and the pod (:func:`pod_bvt`), shared by the reconciler and the NRI sandbox hook.
+of the rule and the pod (:func:`pod_bvt`, :func:`class_pod_bvt` when the pod's annotation is refused), shared by the reconciler and the NRI sandbox hook.
 
 Beyond upstream: on kernels without ``cpu.bvt_warp_ns`` (every mainline kernel) group identity silently does
 nothing upstream. When the policy is groupIdentity, the BE class is enabled with identity −1 ("BE, yields to
@@ -12,17 +12,16 @@ mechanism with the same intent (the BE tier runs only on otherwise-idle CPU time
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from koordlet import wire
+from koordlet import decode, wire
+from koordlet.decode import decoder
 from koordlet.host.cgroup import KubeQOS
 from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 
 NONE_BVT = 0
-ANNOTATION_CPU_QOS = wire.ANNOTATION_POD_CPU_QOS
 
 
 @dataclass(frozen=True)
@@ -99,32 +98,32 @@ def idle_values(rule: CPUQOSRule, bvt_supported: bool) -> Mapping[KubeQOS, int] 
     return None
 
 
-def pod_bvt(rule: CPUQOSRule, pod: Pod) -> tuple[int, str | None]:
-    """The pod's bvt value and, when its ``koordinator.sh/cpuQOS`` annotation was refused, why.
-
-    The annotation counts only for pods whose raw class is LS (as upstream); a bad one leaves the class value.
-    """
+def class_pod_bvt(rule: CPUQOSRule, pod: Pod) -> int:
+    """The pod's bvt value from its class alone (what a pod without, or with a refused, annotation gets)."""
     value = rule.class_bvt(pod.raw_qos_class)
-    if value is None:
-        value = rule.kube_pod_bvt(pod.kube_qos)
-    raw = pod.annotations.get(ANNOTATION_CPU_QOS)
+    return rule.kube_pod_bvt(pod.kube_qos) if value is None else value
+
+
+@decoder(wire.ANNOTATION_POD_CPU_QOS)
+def pod_bvt(rule: CPUQOSRule, pod: Pod) -> int:
+    """The pod's bvt value; DecodeError when its ``koordinator.sh/cpuQOS`` annotation is refused (the caller
+    logs it and uses :func:`class_pod_bvt`).
+
+    The annotation counts only for pods whose raw class is LS (as upstream).
+    """
+    key = wire.ANNOTATION_POD_CPU_QOS
+    value = class_pod_bvt(rule, pod)
+    raw = pod.annotations.get(key)
     if raw is None or pod.raw_qos_class != wire.QOS_LS:
-        return value, None
-    try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        enable = doc.get("enable", False)
-        if not isinstance(enable, bool):
-            raise ValueError(f"enable {enable!r} is not a boolean")
-        gi = doc.get("groupIdentity")
-        if gi is not None and (isinstance(gi, bool) or not isinstance(gi, int) or not -1 <= gi <= 2):
-            raise ValueError(f"groupIdentity {gi!r} is not an integer in -1..2")
-    except ValueError as e:
-        return value, f"annotation {ANNOTATION_CPU_QOS} is malformed: {e}"
+        return value
+    doc = decode.json_object(key, raw)
+    enable = decode.boolean(key, doc.get("enable", False), "enable")
+    gi = doc.get("groupIdentity")
+    if gi is not None:
+        gi = decode.integer(key, gi, "groupIdentity", -1, 2)
     if not enable:
-        return NONE_BVT, None
-    return (gi if gi is not None else value), None
+        return NONE_BVT
+    return gi if gi is not None else value
 
 
 def host_app_bvt(rule: CPUQOSRule, qos: str) -> int:

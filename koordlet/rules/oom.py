@@ -9,36 +9,41 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from koordlet import wire
-from koordlet.states.nodeslo import json_object
+from koordlet import decode, wire
+from koordlet.decode import decoder
 
 OOM_SCORE_ADJ_MIN, OOM_SCORE_ADJ_MAX = -1000, 1000
 
 
-def _checked(value: object, where: str) -> tuple[int | None, str | None]:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None, f"{where}: {value!r} is not an integer"
-    if not OOM_SCORE_ADJ_MIN <= value <= OOM_SCORE_ADJ_MAX:
-        return None, f"{where}: {value} is outside {OOM_SCORE_ADJ_MIN}..{OOM_SCORE_ADJ_MAX}"
-    return value, None
+def _checked(key: str, value: object, where: str) -> int:
+    return decode.integer(key, value, where, OOM_SCORE_ADJ_MIN, OOM_SCORE_ADJ_MAX)
 
 
-def container_oom_score_adj(annotations: Mapping[str, str], container: str) -> tuple[int | None, str | None]:
-    """(value or None when the pod sets none for this container, problem with the annotations or None).
-    A malformed spec annotation yields no value at all (as upstream), not the pod-wide one."""
-    spec_key, pod_key = wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, wire.ANNOTATION_OOM_SCORE_ADJ
-    spec = annotations.get(spec_key)
+@decoder(wire.ANNOTATION_OOM_SCORE_ADJ_SPEC)
+def _from_spec(raw: str, container: str) -> tuple[bool, int]:
+    doc = decode.json_object(wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, raw)
+    if container not in doc:
+        return False, 0
+    return True, _checked(wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, doc[container], f"[{container}]")
+
+
+@decoder(wire.ANNOTATION_OOM_SCORE_ADJ)
+def _from_pod(raw: str) -> int:
+    key = wire.ANNOTATION_OOM_SCORE_ADJ
+    text = raw.strip()
+    if len(text) > 8 or not text.lstrip("+-").isdigit():      # -1000..1000: a longer text is never in range
+        raise decode.DecodeError(key, f"{raw!r:.40} is not an integer")
+    return _checked(key, int(text), "")
+
+
+def container_oom_score_adj(annotations: Mapping[str, str], container: str) -> int | None:
+    """The container's value, or None when the pod sets none for it; DecodeError (naming the annotation) when
+    the one that applies is malformed. A malformed spec annotation yields no value at all (as upstream), not the
+    pod-wide one."""
+    spec = annotations.get(wire.ANNOTATION_OOM_SCORE_ADJ_SPEC)
     if spec:
-        doc, problem = json_object(spec)
-        if doc is None:
-            return None, f"{spec_key}: {problem}"
-        if container in doc:
-            return _checked(doc[container], f"{spec_key}[{container}]")
-    raw = annotations.get(pod_key)
-    if raw is None:
-        return None, None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        return None, f"{pod_key}: {raw!r} is not an integer"
-    return _checked(value, pod_key)
+        found, value = _from_spec(spec, container)
+        if found:
+            return value
+    raw = annotations.get(wire.ANNOTATION_OOM_SCORE_ADJ)
+    return None if raw is None else _from_pod(raw)

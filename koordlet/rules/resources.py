@@ -9,25 +9,24 @@ A field left ``None`` means "not ours for this pod": the agent does not touch th
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from koordlet import wire
-from koordlet.host.cgroup import KubeQOS, parse_cpu_list
-from koordlet.quantity import parse_quantity
+from koordlet import decode, wire
+from koordlet.decode import decoder
+from koordlet.executor import Executor, Update
+from koordlet.host.cgroup import KubeQOS
 from koordlet.states.pod import Container, Pod
 from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
-    from koordlet.qos import NodeView
+    from koordlet.states.nodestate import NodeView
     from koordlet.states.nodeslo import NodeSLOSpec
 
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
 MIN_QUOTA_US = 1000
-ANNOTATION_CPU_NORMALIZATION_RATIO = wire.ANNOTATION_CPU_NORMALIZATION_RATIO
 
 
 @dataclass(frozen=True)
@@ -46,32 +45,23 @@ class ResourceStatus:
     numa_nodes: tuple[int, ...] = ()      # NUMA nodes holding a CPU allocation (NUMA-aware share pools)
 
 
+@decoder(wire.ANNOTATION_RESOURCE_STATUS)
 def resource_status(pod: Pod) -> ResourceStatus:
-    """Parse the annotation; ValueError names what is wrong (the caller logs it and treats the pod as unpinned)."""
-    raw = pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
+    """Parse the annotation; DecodeError names what is wrong (the caller logs it and treats the pod as unpinned)."""
+    key = wire.ANNOTATION_RESOURCE_STATUS
+    raw = pod.annotations.get(key)
     if not raw:
         return ResourceStatus()
-    try:
-        doc = json.loads(raw)
-    except ValueError as e:
-        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: not JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: not a JSON object")
-    cpuset = doc.get("cpuset") or ""
-    if not isinstance(cpuset, str):
-        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: cpuset {cpuset!r} is not a string")
-    try:
-        cpus = parse_cpu_list(cpuset)
-    except ValueError:
-        raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: cpuset {cpuset!r} is not a cpu list") from None
+    doc = decode.json_object(key, raw)
+    cpus = decode.cpu_list(key, doc.get("cpuset") or "", "cpuset")
     nodes = []
-    for entry in doc.get("numaNodeResources") or []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("node"), int):
-            raise ValueError(f"{wire.ANNOTATION_RESOURCE_STATUS}: numaNodeResources entry {entry!r} has no integer "
-                             "node")
-        res = entry.get("resources") or {}
-        if any(parse_quantity(res.get(k) or 0) > 0 for k in ("cpu", wire.BATCH_CPU)):
-            nodes.append(entry["node"])
+    for i, entry in enumerate(decode.array(key, doc.get("numaNodeResources") or None, "numaNodeResources")):
+        where = f"numaNodeResources[{i}]"
+        entry = decode.obj(key, entry, where, null=False)
+        node = decode.integer(key, entry.get("node"), f"{where}.node")
+        res = decode.obj(key, entry.get("resources") or None, f"{where}.resources")
+        if any(decode.quantity(key, res.get(k) or 0, f"{where}.resources[{k}]") > 0 for k in ("cpu", wire.BATCH_CPU)):
+            nodes.append(node)
     return ResourceStatus(format_cpu_list(cpus) if cpus else "", tuple(nodes))
 
 
@@ -123,7 +113,7 @@ def _quota(milli: int, ratio: float) -> int:
 
 def normalization_ratio(annotations: Mapping[str, str]) -> tuple[float, str | None]:
     """The node's cpu-normalization-ratio (1.0 when absent) and, when it is malformed, why."""
-    raw = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
+    raw = annotations.get(wire.ANNOTATION_CPU_NORMALIZATION_RATIO)
     if not raw:
         return 1.0, None
     try:
@@ -131,7 +121,7 @@ def normalization_ratio(annotations: Mapping[str, str]) -> tuple[float, str | No
         if not math.isfinite(ratio) or ratio <= 0:
             raise ValueError
     except ValueError:
-        return 1.0, f"node annotation {ANNOTATION_CPU_NORMALIZATION_RATIO}={raw!r} is not a positive number"
+        return 1.0, f"node annotation {wire.ANNOTATION_CPU_NORMALIZATION_RATIO}={raw!r} is not a positive number"
     return ratio, None
 
 
@@ -192,3 +182,20 @@ def pod_settings(rule: SettingsRule, pod: Pod, containers: tuple[Container, ...]
     if rule.cpuset and status.cpuset:
         return Settings(s.cpuset, s.cpu_shares, -1, s.memory_limit)
     return s
+
+
+REASON_CPUSET, REASON_BATCH = "cpuset", "batch-resource"
+
+
+def cgroup_updates(executor: Executor, rel: str, s: Settings, owner: str, reason: str) -> list[Update | None]:
+    """The executor updates for one cgroup's settings (the reconciler and the NRI sandbox hook share this)."""
+    out: list[Update | None] = []
+    if s.cpuset is not None:
+        out.append(executor.cgroup(rel, "cpuset.cpus", s.cpuset, owner, REASON_CPUSET))
+    if s.cpu_shares is not None:
+        out.append(executor.cgroup(rel, "cpu.shares", s.cpu_shares, owner, reason))
+    if s.cfs_quota is not None:
+        out.append(executor.cgroup(rel, "cpu.cfs_quota_us", s.cfs_quota, owner, reason))
+    if s.memory_limit is not None:
+        out.append(executor.cgroup(rel, "memory.limit_in_bytes", s.memory_limit, owner, reason))
+    return out

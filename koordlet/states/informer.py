@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from koordlet.host.cgroup import Layout
 from koordlet.logutil import LogOnce
 from koordlet.states.pleg import EventKind, PlegEvent
 from koordlet.states.pod import Container, Pod, pod_from_k8s
 
-log = logging.getLogger("koordlet.states")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,11 @@ class PodMeta:
     pod: Pod
     cgroup_dir: str
     containers: tuple[tuple[Container, str], ...]     # started containers and their dirs
+
+
+def pod_owner(meta: PodMeta) -> str:
+    """The audit owner of a pod's kernel writes (the executor's /events)."""
+    return f"pod {meta.pod.key}"
 
 
 def meta_for(pod: Pod, layout: Layout) -> PodMeta:

@@ -16,9 +16,14 @@ import logging
 import os
 import ssl
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-log = logging.getLogger("koordlet.states.kubelet")
+from koordlet.host.cgroup import parse_cpu_list
+from koordlet.quantity import milli
+
+log = logging.getLogger(__name__)
 
 # Enough of an error body to show the kubelet's reason without flooding logs.
 _BODY_SNIPPET_BYTES = 200
@@ -211,3 +216,70 @@ def _describe(exc: BaseException, timeout: float) -> str:
 
 def _snippet(value: Any) -> str:
     return json.dumps(value)[:_BODY_SNIPPET_BYTES]
+
+
+# kubelet topologyManagerScope -> topologyManagerPolicy -> NRT topologyPolicies value
+_TOPOLOGY_POLICIES = {
+    "container": {"single-numa-node": "SingleNUMANodeContainerLevel", "restricted": "RestrictedContainerLevel",
+                  "best-effort": "BestEffortContainerLevel"},
+    "pod": {"single-numa-node": "SingleNUMANodePodLevel", "restricted": "RestrictedPodLevel",
+            "best-effort": "BestEffortPodLevel"},
+}
+
+
+@dataclass(frozen=True)
+class KubeletCPUConfig:
+    """The parts of the kubelet's ``/configz`` the report needs."""
+
+    policy: str = "none"
+    options: Mapping[str, str] = field(default_factory=dict)
+    reserved_system_cpus: tuple[int, ...] = ()
+    reserved_cpu_milli: int = 0            # kubeReserved.cpu + systemReserved.cpu
+    topology_manager_policy: str = ""
+    topology_manager_scope: str = "container"
+
+    @classmethod
+    def from_configz(cls, doc: Mapping[str, Any]) -> KubeletCPUConfig:
+        """Parse ``{"kubeletconfig": {...}}``; ValueError names the field that is wrong."""
+        cfg = doc.get("kubeletconfig") if isinstance(doc, Mapping) else None
+        if not isinstance(cfg, Mapping):
+            raise ValueError("kubelet /configz: no kubeletconfig object")
+
+        def text(key: str, default: str) -> str:
+            v = cfg.get(key)
+            if v is None:
+                return default
+            if not isinstance(v, str):
+                raise ValueError(f"kubelet /configz: {key} is not a string: {v!r}")
+            return v
+
+        options = cfg.get("cpuManagerPolicyOptions") or {}
+        if not isinstance(options, Mapping) or not all(isinstance(v, str) for v in options.values()):
+            raise ValueError(f"kubelet /configz: cpuManagerPolicyOptions is not a map of strings: {options!r}")
+        try:
+            reserved_cpus = tuple(parse_cpu_list(text("reservedSystemCPUs", "")))
+        except ValueError:
+            raise ValueError(f"kubelet /configz: reservedSystemCPUs {cfg.get('reservedSystemCPUs')!r} is not a "
+                             "cpu list") from None
+        reserved_milli = 0
+        if reserved_cpus:      # --reserved-cpus overrides the cpu of kubeReserved and systemReserved
+            reserved_milli = 1000 * len(reserved_cpus)
+        else:
+            for key in ("kubeReserved", "systemReserved"):
+                section = cfg.get(key) or {}
+                if not isinstance(section, Mapping):
+                    raise ValueError(f"kubelet /configz: {key} is not a map: {section!r}")
+                if "cpu" in section:
+                    try:
+                        reserved_milli += milli(section["cpu"])
+                    except ValueError as e:
+                        raise ValueError(f"kubelet /configz: {key}.cpu: {e}") from None
+        return cls(policy=text("cpuManagerPolicy", "none") or "none", options=dict(options),
+                   reserved_system_cpus=reserved_cpus, reserved_cpu_milli=reserved_milli,
+                   topology_manager_policy=text("topologyManagerPolicy", ""),
+                   topology_manager_scope=text("topologyManagerScope", "container"))
+
+    @property
+    def topology_policy(self) -> str:
+        """The NRT ``topologyPolicies`` value for this kubelet (``None`` unless a known policy and scope)."""
+        return _TOPOLOGY_POLICIES.get(self.topology_manager_scope, {}).get(self.topology_manager_policy, "None")

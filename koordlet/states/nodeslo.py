@@ -37,16 +37,17 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar
 
-from koordlet import wire
+from koordlet import decode, wire
 from koordlet.logutil import LogOnce
 from koordlet.quantity import parse_quantity
 from koordlet.yamlfile import load_yaml
 
-log = logging.getLogger("koordlet.states.nodeslo")
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CPUQOSCfg", "MemoryQOSCfg", "ResctrlQOSCfg", "IOCfg", "BlockCfg", "BlkIOQOSCfg", "NetworkQOSCfg",
@@ -683,17 +684,6 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def json_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """A pod annotation that must hold a JSON object: (object, None) or (None, problem)."""
-    try:
-        raw = json.loads(text)
-    except ValueError as e:
-        return None, f"not JSON: {e}"
-    if not isinstance(raw, dict):
-        return None, f"expected a JSON object, got {type(raw).__name__}"
-    return raw, None
-
-
 def overlay(cls: Any, raw: Mapping[str, Any], base: Any, path: str) -> tuple[Any, str | None]:
     """``raw`` (a decoded JSON object) overlaid on ``base`` with the NodeSLO decoder's rules and range checks, as
     the pod-level overrides (``koordinator.sh/cpuBurst``, ``memoryQOS``) are: (value, None), or (base, problem)."""
@@ -824,16 +814,20 @@ _STRATEGY_KEYS: dict[str, tuple[str, Any, Any]] = {
 _HOST_APPS_WIRE = _W("applications", "list", cls=HostApplicationSpec)
 
 
+CONFIGMAP_MAX_BYTES = 1024 * 1024      # the API server's limit on a whole ConfigMap
+
+
 class _KeyRejected(ValueError):
     pass
 
 
 def _load_key(text: Any) -> Any:
+    """A ConfigMap key's JSON, bounded by the decoder (size: what a ConfigMap can hold at all)."""
     if isinstance(text, str):
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise _KeyRejected(f"not valid JSON: {e}") from None
+            return decode.loads("", text, max_bytes=CONFIGMAP_MAX_BYTES)
+        except decode.DecodeError as e:
+            raise _KeyRejected(f"not valid JSON: {e.problem}") from None
     return text          # a local-file convenience: the value written as a YAML mapping instead of a string
 
 

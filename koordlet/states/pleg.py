@@ -13,14 +13,24 @@ import logging
 import os
 import select
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from koordlet.host.cgroup import Cgroups, KubeQOS
-from koordlet.host.inotify import (IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_IGNORED, IN_ISDIR, IN_MOVED_FROM,
-                                   IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify)
+from koordlet.host.inotify import (
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Inotify,
+)
 
-log = logging.getLogger("koordlet.states.pleg")
+log = logging.getLogger(__name__)
 
 _MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR
 

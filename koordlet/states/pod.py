@@ -8,14 +8,14 @@ Class rules follow reference/qos-enforcement.md §1.1–1.3: the koordinator QoS
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from fractions import Fraction
 from typing import Any, Mapping
 
-from koordlet import wire
+from koordlet import decode, wire
+from koordlet.decode import decoder
 from koordlet.host.cgroup import KubeQOS, check_pod_uid, parse_container_id
 from koordlet.quantity import parse_quantity
 from koordlet.states.deviceallocation import resource_name
@@ -182,31 +182,29 @@ def container_resources(c: Mapping[str, Any]) -> Resources:
                      batch_memory_limit=batch_memory_limit)
 
 
+@decoder(wire.ANNOTATION_EXTENDED_RESOURCE_SPEC)
 def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, Resources]:
     """Per-container resources from ``node.koordinator.sh/extended-resource-spec`` ({} when absent).
 
     The runtime hooks see no pod spec, so koord-manager's webhook copies the containers' extended resources here.
-    ValueError names what is wrong; the caller logs it and leaves the batch settings alone.
+    DecodeError names what is wrong; the caller logs it and leaves the batch settings alone.
     """
-    raw = annotations.get(wire.ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    key = wire.ANNOTATION_EXTENDED_RESOURCE_SPEC
+    raw = annotations.get(key)
     if not raw:
         return {}
-    where = wire.ANNOTATION_EXTENDED_RESOURCE_SPEC
-    try:
-        doc = json.loads(raw)
-    except ValueError as e:
-        raise ValueError(f"{where}: not JSON ({e})") from None
-    containers = doc.get("containers") if isinstance(doc, dict) else None
-    if not isinstance(containers, dict):
-        raise ValueError(f"{where}: no containers object")
+    doc = decode.json_object(key, raw)
+    containers = decode.obj(key, doc.get("containers"), "containers", null=False)
     out = {}
     for name, spec in containers.items():
-        if not isinstance(spec, dict) or not all(isinstance(spec.get(k) or {}, dict) for k in ("requests", "limits")):
-            raise ValueError(f"{where}: container {name!r} is not {{requests: {{}}, limits: {{}}}}")
+        where = f"containers[{name}]"
+        spec = decode.obj(key, spec, where, null=False)
+        for section in ("requests", "limits"):
+            decode.obj(key, spec.get(section) or None, f"{where}.{section}")
         try:
             out[name] = container_resources({"resources": spec})
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"{where}: container {name!r}: {e}") from None
+        except ValueError as e:
+            raise decode.DecodeError(key, f"{where}: {e}") from None
     return out
 
 

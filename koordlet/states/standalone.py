@@ -14,11 +14,11 @@ import os
 
 from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
-from koordlet.yamlfile import load_yaml
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import Container, Pod, pod_from_k8s
+from koordlet.yamlfile import load_yaml
 
-log = logging.getLogger("koordlet.states.standalone")
+log = logging.getLogger(__name__)
 
 
 class PodsFileError(ValueError):

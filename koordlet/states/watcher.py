@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from koordlet.kubeapi import ApiError, KubeApi, Resource
 
-log = logging.getLogger("koordlet.states.watcher")
+log = logging.getLogger(__name__)
 
 BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
 WATCH_TIMEOUT = 300          # seconds the server keeps one watch open (client-go picks 5-10 min)

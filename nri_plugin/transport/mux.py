@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Callable
+from collections.abc import Callable
 
-log = logging.getLogger("koordlet.nri.mux")
+log = logging.getLogger(__name__)
 
 HEADER = struct.Struct(">II")
 PLUGIN_CONN = 1              # runtime -> plugin: we serve nri.pkg.api.v1alpha1.Plugin
@@ -37,7 +37,7 @@ def frames(conn_id: int, message: bytes) -> bytes:
     if len(message) <= MAX_SEND_FRAME:
         return HEADER.pack(conn_id, len(message)) + message
     view = memoryview(message)
-    parts = []
+    parts: list[bytes | memoryview] = []
     for off in range(0, len(message), MAX_SEND_FRAME):
         chunk = view[off:off + MAX_SEND_FRAME]
         parts.append(HEADER.pack(conn_id, len(chunk)))

@@ -13,15 +13,15 @@ import enum
 import logging
 import struct
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Mapping
 
 from google.protobuf.message import DecodeError
 
 from nri_plugin.transport.mux import ProtocolError
 from proto.ttrpc import ttrpc_pb2
 
-log = logging.getLogger("koordlet.nri.ttrpc")
+log = logging.getLogger(__name__)
 
 HEADER = struct.Struct(">IIBB")
 MAX_DATA = 4 << 20
@@ -218,7 +218,7 @@ class Channel:
         try:
             self._send(encode(sid, TYPE_REQUEST, req.SerializeToString()))
             resp = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TTRPCError(Code.DEADLINE_EXCEEDED,
                              f"{method}: no answer in {time.monotonic() - started:.3f}s") from None
         finally:

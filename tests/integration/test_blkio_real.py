@@ -21,10 +21,9 @@ import pytest
 
 from koordlet.executor import Executor
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
-from koordlet.host.paths import HostPaths
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.blkio import BlkIO
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
@@ -40,6 +39,7 @@ CHUNK = 256 * 2**10
 
 WRITER = """
 import mmap, os
+from tests.builders import host_paths
 fd = os.open({dev!r}, os.O_WRONLY | os.O_DIRECT)
 buf = mmap.mmap(-1, {chunk})       # page-aligned, as O_DIRECT wants
 buf.write(b"k" * {chunk})
@@ -188,7 +188,7 @@ def test_be_write_bps_limit_throttles_a_real_writer(real_tree, loops, blkio_tree
     ctr = meta.containers[0][1]
     blkio_tree.mkdir(ctr)
     be_dir = cg.layout.qos_dir(pod.kube_qos)
-    paths = HostPaths(real_tree.link_root, "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+    paths = host_paths(real_tree.link_root)
     strategy, executor = BlkIO(paths), Executor(cg)
 
     writer = blkio_tree.spawn(ctr, WRITER.format(dev=dev_a, chunk=CHUNK, size=SIZE))

@@ -14,17 +14,16 @@ import pytest
 
 from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-from koordlet.host.paths import HostPaths
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_burst import CPUBurst
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import pod_object
 from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds
+from tests.builders import host_paths, pod_object
 
 pytestmark = pytest.mark.root
 
@@ -55,7 +54,7 @@ class Real:
             self.set(rel, "cpu.cfs_quota_us", BASE)
         self.executor = Executor(self.cg)
         self.cache = MetricCache(None)
-        self.topology = read_topology(HostPaths("/nonexistent", "/sys", "/sys/fs", "/proc", "/run", "/run", "/"))
+        self.topology = read_topology(host_paths("/nonexistent", var_run_root="/run", var_lib_kubelet="/"))
 
     def file(self, rel, name):
         return self.tree.real("cpu", os.path.join(rel, name))

@@ -18,11 +18,14 @@ from koordlet.config import build
 from koordlet.host.cgroup import CgroupVersion, Driver
 from koordlet.kubeapi import ApiError, KubeApi
 from koordlet.reporters import nrt
-from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter, write_nrt
+from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
+from koordlet.reporters.nrt import write_nrt
+from koordlet.states.node import NodeInfo
 from koordlet.states.watcher import ObjectWatcher
 from tests.fakehost import FakeHost
 from tests.peers.apiserver_double import ApiServerDouble
 from tests.peers.crdschema import CrdSchemas
+from tests.unit.test_nrt import nrt_status
 from tests.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -212,14 +215,14 @@ def test_invalid_status_is_refused_by_the_schema(double, api, running):
 # --- NodeResourceTopology -----------------------------------------------------------------------------------------
 
 
-def topo_status(node: nrt.NodeInfo) -> nrt.NRTStatus:
+def topo_status(node: NodeInfo) -> nrt.NRTStatus:
     from tests.unit.test_nrt import two_socket_topology
-    return nrt.build_status(two_socket_topology(), [], node, None)
+    return nrt_status(two_socket_topology(), [], node, None)
 
 
 def test_nrt_created_then_updated_only_on_change_and_others_fields_kept(double, api, running):
     watcher = running.watch(api, kubeapi.NODE_RESOURCE_TOPOLOGIES)
-    node = nrt.NodeInfo.from_object(double.objects[(NODES, NODE)])
+    node = NodeInfo.from_object(double.objects[(NODES, NODE)])
     writer = ObjectWriter(api, watcher, kubeapi.NODE_RESOURCE_TOPOLOGIES)
     assert write_nrt(writer, node, topo_status(node)) == "created"
     stored = double.objects[(NRTS, NODE)]
@@ -234,7 +237,7 @@ def test_nrt_created_then_updated_only_on_change_and_others_fields_kept(double, 
     double.put(NRTS, other)
     assert wait_for(lambda: "scheduler.example/x" in watcher.object["metadata"]["annotations"], timeout=5)
     assert write_nrt(writer, node, topo_status(node)) == "unchanged"
-    labelled = nrt.NodeInfo.from_object(node_object({"node.koordinator.sh/enable-numa-reservation": "true"}))
+    labelled = NodeInfo.from_object(node_object({"node.koordinator.sh/enable-numa-reservation": "true"}))
     assert write_nrt(writer, labelled, topo_status(labelled)) == "updated"
     stored = double.objects[(NRTS, NODE)]
     assert stored["metadata"]["annotations"]["scheduler.example/x"] == "1"
@@ -246,7 +249,7 @@ def test_nrt_created_then_updated_only_on_change_and_others_fields_kept(double, 
 def test_nrt_create_race_turns_into_an_update(double, api):
     watcher = ObjectWatcher(api, kubeapi.NODE_RESOURCE_TOPOLOGIES, NODE)
     watcher._list()                                          # sees nothing
-    node = nrt.NodeInfo(NODE)
+    node = NodeInfo(NODE)
     double.put(NRTS, nrt.new_object(node))                   # a previous agent instance created it meanwhile
     assert write_nrt(ObjectWriter(api, watcher, kubeapi.NODE_RESOURCE_TOPOLOGIES), node, topo_status(node)) == "updated"
     assert double.objects[(NRTS, NODE)]["topologyPolicies"] == ["None"]
@@ -274,12 +277,12 @@ def test_agent_reports_nrt_follows_nodeslo_and_nodemetric_spec_and_survives_an_o
     try:
         assert wait_for(lambda: (NRTS, NODE) in double.objects, timeout=10)
         assert SCHEMAS.validate(double.objects[(NRTS, NODE)]) == []
-        assert agent.collect_policy().report_interval == 45
+        assert agent.reports[0][1].interval() == 45                 # the NodeMetric report's, from its spec
         double.put(NODE_SLOS, {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
                                "metadata": {"name": NODE},
                                "spec": {"resourceUsedThresholdWithBE": {"enable": True,
                                                                         "cpuSuppressThresholdPercent": 55}}})
-        assert wait_for(lambda: agent.node_slo().resource_threshold.cpu_suppress_threshold_percent == 55,
+        assert wait_for(lambda: agent.node.node_slo().resource_threshold.cpu_suppress_threshold_percent == 55,
                  timeout=5)
         cycles = lambda: agent.metrics.registry.get_sample_value(  # noqa: E731
             "koordlet_collect_cycle_duration_seconds_count", {"node": NODE}) or 0

@@ -15,7 +15,8 @@ import yaml
 from koordlet.host.cgroup import CgroupVersion, Driver, KubeQOS
 from koordlet.metriccache import MetricCache
 from tests.waits import wait_for
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 A = "a" * 64
 
@@ -45,7 +46,7 @@ def daemon(tmp_path):
     cmd = [sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "node-a",
            "--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", "/proc/",
            "--pods-file", str(pods), "--addr", f"127.0.0.1:{port}", "--tsdb-path", str(tmp_path / "cache")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:
         yield proc, base, tmp_path / "cache"
@@ -98,7 +99,7 @@ def test_not_ready_until_pods_synced_and_collected(tmp_path):
     """/readyz says why it is not ready; a cgroup root that does not exist is a clear start-up error."""
     r = subprocess.run([sys.executable, "-m", "koordlet", "run", "--standalone", "--cgroup-root-dir",
                         str(tmp_path / "missing"), "--tsdb-path", str(tmp_path / "c")],
-                       capture_output=True, text=True, timeout=30)
+                       capture_output=True, text=True, timeout=30, cwd=tmp_path)
     assert r.returncode == 2
     assert "cgroup-root-dir" in r.stderr and "missing" in r.stderr
 
@@ -114,7 +115,7 @@ def test_systemd_notify_ready(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "koordlet", "run", "--standalone", "--addr",
                                  f"127.0.0.1:{free_port()}", "--tsdb-path", str(tmp_path / "c"),
                                  "--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", "/proc/"],
-                                env=env, stderr=subprocess.DEVNULL)
+                                env=env, stderr=subprocess.DEVNULL, cwd=tmp_path)
         try:
             assert sock.recv(64) == b"READY=1"
         finally:
@@ -137,7 +138,7 @@ def test_daemon_serves_nri_to_a_runtime(tmp_path):
            "--cgroup-root-dir", host.paths.cgroup_root, "--addr", f"127.0.0.1:{free_port()}",
            "--tsdb-path", str(tmp_path / "cache"), "--runtime-hooks-nri-socket-path", rt.socket_path,
            "--var-run-root-dir", str(tmp_path / "run")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert rt.wait_ready(15), rt.closed_reasons
         assert [(r.plugin_name, r.plugin_idx) for r in rt.registrations] == [("koordlet_nri", "00")]
@@ -179,7 +180,7 @@ def test_daemon_serves_pod_resources_to_multus(tmp_path):
            "--pods-file", str(pods), "--tsdb-path", str(tmp_path / "cache"), "--enable-nri-runtime-hook=false",
            "--feature-gates", "PodResourcesProxy=true", "--var-lib-kubelet-dir", os.path.join(short, "kubelet"),
            "--pod-resources-proxy-path", proxy_dir]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     sock = os.path.join(proxy_dir, "kubelet.sock")
     try:
         assert wait_for(lambda: os.path.exists(sock), timeout=15), "proxy socket never appeared"
@@ -207,7 +208,7 @@ def test_daemon_exports_psi_and_page_cache_and_stays_quiet_without_a_pmu_or_kidl
            "--tsdb-path", str(tmp_path / "cache"), "--enable-nri-runtime-hook=false",
            "--feature-gates", "PSICollector=true,CPICollector=true,ColdPageCollector=true",
            "--enable-pagecache-collector=true", "--metric-cache-flush-interval=1s"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
 

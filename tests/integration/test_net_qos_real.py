@@ -25,17 +25,19 @@ import uuid
 
 import pytest
 
+from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
 from koordlet.host.netlink import TC, TC_H_ROOT, supported
 from koordlet.host.paths import HostPaths
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos import net_qos as nq
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
 from tests.waits import wait_for
+from tests.builders import host_paths
 
 pytestmark = pytest.mark.root
 
@@ -44,7 +46,7 @@ PODS = (  # uid, label, ip, annotations, iperf3 port
     ("11111111-aaaa-0000-0000-000000000001", "LS", "10.203.0.2", {}, 5301),
     ("22222222-bbbb-0000-0000-000000000002", "BE", "10.203.0.3", {}, 5302),
     ("33333333-cccc-0000-0000-000000000003", "BE", "10.203.0.4",
-     {nq.ANNOTATION_NETWORK_QOS: '{"egressLimit": "8M"}'}, 5303),
+     {wire.ANNOTATION_POD_NETWORK_QOS: '{"egressLimit": "8M"}'}, 5303),
 )
 MBIT = 1_000_000
 
@@ -192,7 +194,7 @@ def test_htb_shapes_pod_egress_and_reconciles_without_writes(netpair, tmp_path):
 def test_supported_reports_the_interface(netpair, tmp_path):
     """doctor's probe: read-only, names the egress interface and its root qdisc; a host without tc says so."""
     cli, _, _ = netpair
-    host = HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+    host = host_paths()
     cgroups = Cgroups(str(tmp_path), CgroupVersion.V1, Driver.CGROUPFS)
     tc = TC(cli)
     try:
@@ -221,7 +223,7 @@ def test_net_cls_classids_and_the_cgroup_classifier(netpair, tmp_path, caplog):
     ex = Executor(cg)
     strategy = nq.NetQOS(HostPaths.under(str(tmp_path)), None, cli, terway=False, refresh=0)
     try:
-        with caplog.at_level(logging.WARNING, logger="koordlet.qos.net"):
+        with caplog.at_level(logging.WARNING, logger="koordlet.qos.net_qos"):
             for _ in range(3):
                 strategy.reconcile(v, ex)
         writes = strategy.tc.writes

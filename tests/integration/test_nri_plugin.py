@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from typing import Callable, Iterator
 
@@ -228,7 +229,7 @@ def test_plugin_survives_bad_peers_and_reconnects(h, caplog, damage):
     rt = h.runtime()
     plugin = h.plugin()
     ready(rt)
-    with caplog.at_level(logging.INFO, logger="koordlet.nri"):
+    with caplog.at_level(logging.INFO, logger="nri_plugin"):
         if damage == "garbage":
             rt.send_raw(b"\x00\x00\x00\x01\xff\xff\xff\xff" + os.urandom(64))
         else:
@@ -243,7 +244,9 @@ def test_plugin_survives_bad_peers_and_reconnects(h, caplog, damage):
 
 
 def test_runtime_restart_loop_one_connection_each_time(h):
-    """50 runtime restarts with default back-off: connected again within 2 s every time, never twice."""
+    """50 runtime restarts with default back-off: connected again every time, never twice. (How soon: within
+    2 s on an idle host, printed below; on a loaded one the wait is generous, as the soon-ness is asserted against
+    the back-off in test_socket_absent_at_start_retries_quietly_then_connects_at_once.)"""
     rt = h.runtime()
     plugin = h.plugin(backoff_initial=0.5)
     ready(rt)
@@ -251,7 +254,7 @@ def test_runtime_restart_loop_one_connection_each_time(h):
     for i in range(50):
         rt.restart()
         started = time.monotonic()
-        assert rt.wait_ready(2.0), (i, rt.closed_reasons[-3:])
+        assert rt.wait_ready(20.0), (i, rt.closed_reasons[-3:])
         slowest = max(slowest, time.monotonic() - started)
         assert rt.live == 1
     assert rt.accepted == 51 and rt.max_live == 1 and plugin.registrations == 51
@@ -270,7 +273,7 @@ def test_dropped_by_runtime_reconnects_after_backoff(h):
 
 
 def test_socket_absent_at_start_retries_quietly_then_connects_at_once(h, caplog):
-    with caplog.at_level(logging.INFO, logger="koordlet.nri"):
+    with caplog.at_level(logging.INFO, logger="nri_plugin"):
         plugin = h.plugin(backoff_initial=0.05, backoff_max=0.4)
         time.sleep(2.0)
         lines = [r for r in caplog.records if "nri runtime unavailable" in r.getMessage()]
@@ -279,23 +282,34 @@ def test_socket_absent_at_start_retries_quietly_then_connects_at_once(h, caplog)
         assert all("reason=socket_absent" in r.getMessage() for r in lines)
         assert sum("keeps retrying" in r.getMessage() for r in caplog.records) == 1
         assert metric(h.metrics, "koordlet_nri_reconnects_total", reason="socket_absent") > len(lines)
-        started = time.monotonic()
-        rt = h.runtime()
-        assert rt.wait_ready(2.0)
-    assert time.monotonic() - started < 1.0       # noticed the socket, did not sleep out the 0.4 s cap
-    assert plugin.connected and rt.accepted == 1
+    # "at once" against the back-off, not a stopwatch: a plugin whose next retry is 60 s away (its first attempt
+    # already failed) must connect long before that when the socket appears, so it watched for the socket
+    plugin.stop()
+    patient = h.plugin(backoff_initial=60.0, backoff_max=60.0)
+    absent = metric(h.metrics, "koordlet_nri_reconnects_total", reason="socket_absent")
+    assert wait_for(lambda: metric(h.metrics, "koordlet_nri_reconnects_total", reason="socket_absent") > absent, 10)
+    rt = h.runtime()
+    assert rt.wait_ready(20.0), "connected only on its back-off, not when the socket appeared"
+    assert patient.connected and not plugin.connected and rt.accepted == 1
 
 
 def test_slow_hook_fails_open_within_budget(h):
+    """A hook stuck past its budget is answered empty while it is still stuck (ordering, not a stopwatch: the
+    view is held until the answer is in, so an answer that waited for it could never arrive first)."""
+    release, finished = threading.Event(), threading.Event()
+
     def slow_view():
-        time.sleep(0.3)
+        release.wait(30)
+        finished.set()
         return h.view
     rt = h.runtime()
     h.plugin(view=slow_view, hook_budget=0.05)
     assert rt.wait_ready(5.0)
-    started = time.monotonic()
-    resp = rt.create_container(BE, container(BE, "app"))
-    assert time.monotonic() - started < 0.25
+    try:
+        resp = rt.create_container(BE, container(BE, "app"))
+        assert not finished.is_set(), "the answer waited for the stuck hook"
+    finally:
+        release.set()
     assert resp == api.CreateContainerResponse()                      # empty: the container is still created
     assert metric(h.metrics, "koordlet_nri_hook_errors_total", hook="CreateContainer", reason="timeout") == 1
     assert rt.accepted == 1                                           # the runtime never had to drop us
@@ -307,7 +321,7 @@ def test_malformed_annotations_never_fail_the_container(h, caplog):
     ready(rt)
     bad = sandbox("u-bad", "BE", "besteffort", {"node.koordinator.sh/extended-resource-spec": '{"containers": 3}',
                                                 STATUS: "[", "koordinator.sh/oom-score-adj": "lots"}, name="bad")
-    with caplog.at_level(logging.WARNING, logger="koordlet.nri"):
+    with caplog.at_level(logging.WARNING, logger="nri_plugin"):
         resp = rt.create_container(bad, container(bad, "app"))
     # no batch resources known: BE minimum shares and no limits, which the kubelet already gave it
     assert resp == api.CreateContainerResponse()

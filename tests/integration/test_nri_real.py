@@ -13,9 +13,9 @@ import os
 import pytest
 
 from koordlet.executor import Executor
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.pod_resources import PodResources
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from nri_plugin.hooks import HookFeatures, Hooks

@@ -5,12 +5,12 @@ import time
 import pytest
 
 from koordlet.collectors.usage import NUMACollector
-from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import CLK_TCK, read_cpu_stat
 from koordlet.host.topology import read_node_meminfo, read_topology
 from koordlet.metrics import AgentMetrics
+from tests.builders import host_paths
 
-REAL = HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+REAL = host_paths()
 
 
 def test_numa_usage_of_this_machine_is_sane_and_adds_up_to_the_node():

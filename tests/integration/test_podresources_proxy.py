@@ -21,6 +21,7 @@ from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
 from koordlet.podresources.upstream import KubeletPodResources
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.pod import pod_from_k8s
+from tests import builders
 from proto.podresources import api_pb2 as pb
 from proto.podresources import api_pb2_grpc as pb_grpc
 from tests.peers import multus
@@ -37,9 +38,10 @@ def pod_object(name, uid_digit, containers, allocated=None, sidecars=()):
     if sidecars:
         spec["initContainers"] = [c(n, {}, restartPolicy="Always") for n in sidecars]
     annotations = {wire.ANNOTATION_DEVICE_ALLOCATED: json.dumps(allocated)} if allocated else {}
-    return {"metadata": {"name": name, "namespace": "ml", "uid": f"{uid_digit}" * 8 + "-2222-3333-4444-555555555555",
-                         "annotations": annotations},
-            "spec": spec, "status": {"phase": "Running"}}
+    return builders.pod_object(f"{uid_digit}" * 8 + "-2222-3333-4444-555555555555", name, namespace="ml",
+                               annotations=annotations, qos=None, spec_containers=spec["containers"],
+                               init_containers=spec.get("initContainers"), statuses=False, api_version=False,
+                               labels_key=False)
 
 
 def vf_alloc(*vfs):

@@ -20,16 +20,16 @@ from koordlet import config as configmod
 from koordlet.agent import Agent
 from koordlet.executor import Executor
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
-from koordlet.host.paths import HostPaths
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.realcgroup import BUSY, IDLE, cpus_allowed, proc_cpu_seconds
 from tests.unit.test_qos_rules import slo
 from tests.waits import wait_for
+from tests.builders import host_paths, pod_object
 
 pytestmark = pytest.mark.root
 
@@ -38,16 +38,13 @@ UID_LS, UID_BE, UID_LSR = ("11111111-2222-3333-4444-555555555555", "66666666-777
 
 
 def k8s_pod(uid: str, qos_label: str, kube: str, cid: str, annotations: dict | None = None):
-    return pod_from_k8s({"metadata": {"name": f"p-{qos_label.lower()}", "namespace": "ns", "uid": uid,
-                                      "labels": {"koordinator.sh/qosClass": qos_label},
-                                      "annotations": annotations or {}},
-                         "spec": {"containers": [{"name": "main", "resources": {}}]},
-                         "status": {"qosClass": kube, "containerStatuses": [
-                             {"name": "main", "containerID": f"containerd://{cid}"}]}})
+    return pod_from_k8s(pod_object(uid, f"p-{qos_label.lower()}", namespace="ns",
+                                   labels={"koordinator.sh/qosClass": qos_label}, annotations=annotations or {},
+                                   qos=kube, phase=None, containers={"main": cid}, resources={"main": {}}))
 
 
 def host(tree):
-    paths = HostPaths(tree.link_root, "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+    paths = host_paths(tree.link_root)
     return paths, Cgroups(tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
 
 

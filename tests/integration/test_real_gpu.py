@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from koordlet.host.nvml import GpuHealth, Nvml, NvmlUnavailable
-from koordlet.host.paths import HostPaths
 from koordlet.reporters import device
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from tests.peers.crdschema import CrdSchemas
+from tests.builders import host_paths
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[2]
-PATHS = HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+PATHS = host_paths()
 LEVELS = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 
 

@@ -15,17 +15,17 @@ import pytest
 
 from koordlet.executor import Executor
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
-from koordlet.host.paths import HostPaths
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_suppress import CPUSuppress, be_suppress_cpuset, processors_of
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
 from koordlet.topology import format_cpu_list
 from tests.realcgroup import BUSY, IDLE, cpus_allowed
+from tests.builders import host_paths, pod_object
 
 pytestmark = pytest.mark.root
 
@@ -34,10 +34,7 @@ BE_DIR = "kubepods/besteffort"
 
 
 def k8s_pod(uid: str, name: str, labels: dict, kube: str, cid: str):
-    return pod_from_k8s({"metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels},
-                         "spec": {"containers": [{"name": "main"}]},
-                         "status": {"phase": "Running", "qosClass": kube, "containerStatuses": [
-                             {"name": "main", "containerID": f"containerd://{cid}"}]}})
+    return pod_from_k8s(pod_object(uid, name, namespace="ns", labels=labels, qos=kube, containers={"main": cid}))
 
 
 def slo(**threshold):
@@ -62,7 +59,7 @@ def be_cores(tree, seconds: float) -> float:
 class Setup:
     def __init__(self, tree):
         self.tree = tree
-        self.paths = HostPaths(tree.link_root, "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+        self.paths = host_paths(tree.link_root)
         self.cg = Cgroups(tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
         self.topology = read_topology(self.paths)
         self.ls = meta_for(k8s_pod(UID_LS, "web", {}, "Burstable", "1" * 64), self.cg.layout)

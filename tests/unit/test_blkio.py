@@ -14,14 +14,16 @@ import os
 
 import pytest
 
+from koordlet.decode import DecodeError
+
 from koordlet.executor import Executor
 from koordlet.host.blockdev import BlockDevError, BlockDevices, Disk, parse_mountinfo, split_lvm_name, supported
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.blkio import BlkIO, Limits, devices_in, pod_blocks, probe, root_values, throttle_values
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import IOCfg, merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
@@ -279,15 +281,19 @@ def test_value_formats():
     ({"koordinator.sh/blkioQOS": ""}, 0, None),
     ({"koordinator.sh/blkioQOS": '{"blocks":[{"name":"v","type":"podvolume","ioCfg":{"writeBPS":5}}]}'}, 1, None),
     ({"koordinator.sh/blkioQOS": "{oops"}, 0, "not JSON"),
-    ({"koordinator.sh/blkioQOS": "[]"}, 0, "expected a JSON object"),
+    ({"koordinator.sh/blkioQOS": "[]"}, 0, "expected an object"),
     ({"koordinator.sh/blkioQOS": '{"blocks":[{"name":"v","type":"disk"}]}'}, 0, "unknown value 'disk'"),
     ({"koordinator.sh/blkioQOS": '{"blocks":[{"name":"v","type":"device","ioCfg":{"readBPS":-1}}]}'}, 0,
      "must be at least 0"),
 ])
 def test_pod_annotation_parsing(annotations, blocks, problem):
-    got, why = pod_blocks(annotations)
+    if problem is not None:
+        with pytest.raises(DecodeError) as e:
+            pod_blocks(annotations)
+        assert problem in e.value.problem and e.value.key == "koordinator.sh/blkioQOS"
+        return
+    got = pod_blocks(annotations)
     assert (None if got is None else len(got)) == blocks
-    assert (why is None) if problem is None else (problem in why)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,21 +11,22 @@ from typing import Any
 
 import pytest
 
+from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host import coresched as hc
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS, Layout
-from koordlet.host.paths import HostPaths
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.core_sched import CACHE_EXPIRY, CoreSched
-from koordlet.reporters.nrt import NodeInfo
-from koordlet.rules.core_sched import (LABEL_CORE_SCHED_GROUP_ID, LABEL_CORE_SCHED_POLICY, core_sched_rule,
+from koordlet.states.node import NodeInfo
+from koordlet.rules.core_sched import (core_sched_rule,
                                        group_id)
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import Pod, pod_from_k8s
-from tests.fakehost import FakeHost, pod_object
+from tests.fakehost import FakeHost
 from tests.peers.fakecoresched import FakeCoreSchedKernel
+from tests.builders import host_paths, pod_object
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}
@@ -53,8 +54,8 @@ def pod(uid: str = "u1", qos_class: str | None = "LS", kube: str = "Burstable", 
 # rules: group_id
 
 
-GROUP = LABEL_CORE_SCHED_GROUP_ID
-POLICY = LABEL_CORE_SCHED_POLICY
+GROUP = wire.LABEL_CORE_SCHED_GROUP_ID
+POLICY = wire.LABEL_CORE_SCHED_POLICY
 
 
 @pytest.mark.parametrize("qos_class,kube,labels,want", [
@@ -207,7 +208,7 @@ def test_assign_and_clear_run_in_a_fresh_thread() -> None:
 
 
 def test_real_kernel_support_probe_names_the_reason() -> None:
-    paths = HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+    paths = host_paths()
     ok, why = hc.CoreSchedKernel().supported(paths)
     if ok:
         pytest.skip(f"this host supports core scheduling: {why}")

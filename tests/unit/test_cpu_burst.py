@@ -12,21 +12,25 @@ import random
 
 import pytest
 
+from koordlet.decode import DecodeError
+
+from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_burst import (
-    ANNOTATION_POD_CPU_BURST, BurstLimiter, CPUBurst, NodeState, Operation, adjust_for_node, base_quota_us,
+    BurstLimiter, CPUBurst, NodeState, Operation, adjust_for_node, base_quota_us,
     ceiling_quota_us, container_operation, node_state, parse_cpu_stat, pod_burst_config, static_burst_us,
     target_quota)
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import CPUBurstStrategy, merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 NOW = 1_000_000.0
@@ -49,12 +53,10 @@ def spec(**burst):
 
 def pod_obj(uid, name, containers, *, labels=None, annotations=None, qos="Burstable", phase="Running"):
     """containers: {name: (id, cpu limit or None)}."""
-    obj = pod_object(uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()})
-    obj["spec"]["containers"] = [
-        {"name": n, "resources": {"limits": {"cpu": lim}} if lim else {}} for n, (_, lim) in containers.items()]
-    obj["metadata"]["annotations"] = annotations or {}
-    obj["status"]["phase"] = phase
-    return obj
+    return pod_object(uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()},
+                      spec_containers=[{"name": n, "resources": {"limits": {"cpu": lim}} if lim else {}}
+                                       for n, (_, lim) in containers.items()],
+                      annotations=annotations or {}, phase=phase)
 
 
 class Env:
@@ -221,18 +223,18 @@ def test_pod_config_overlay():
     node = spec(policy="none").cpu_burst
 
     def cfg(annotation):
-        pod = pod_from_k8s(pod_obj(UID, "p", {"app": (A, "1")}, annotations={ANNOTATION_POD_CPU_BURST: annotation}))
+        pod = pod_from_k8s(pod_obj(UID, "p", {"app": (A, "1")}, annotations={wire.ANNOTATION_POD_CPU_BURST: annotation}))
         return pod_burst_config(pod, node)
 
-    value, problem = cfg(json.dumps({"policy": "cpuBurstOnly", "cpuBurstPercent": 50}))
-    assert problem is None and value.policy == "cpuBurstOnly" and value.cpu_burst_percent == 50
+    value = cfg(json.dumps({"policy": "cpuBurstOnly", "cpuBurstPercent": 50}))
+    assert value.policy == "cpuBurstOnly" and value.cpu_burst_percent == 50
     assert value.cfs_quota_burst_percent == 300                    # the node's for what the pod leaves out
-    value, problem = cfg(json.dumps({"sharePoolThresholdPercent": 1}))
-    assert problem is None and value.share_pool_threshold_percent == 50     # node-level only
+    value = cfg(json.dumps({"sharePoolThresholdPercent": 1}))
+    assert value.share_pool_threshold_percent == 50                 # node-level only
     for bad in ("{not json", "[1]", json.dumps({"policy": "bogus"}), json.dumps({"cpuBurstPercent": "x"}),
                 json.dumps({"cpuBurstPercent": 20000})):
-        value, problem = cfg(bad)
-        assert value == node and problem
+        with pytest.raises(DecodeError, match="koordinator.sh/cpuBurst"):
+            cfg(bad)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -277,8 +279,8 @@ def test_only_burstable_classes_and_active_pods(env):
 
 def test_annotation_overlay_and_malformed(env, caplog):
     good = env.add(pod_obj(UID, "good", {"app": (A, "2")},
-                           annotations={ANNOTATION_POD_CPU_BURST: '{"policy":"cpuBurstOnly","cpuBurstPercent":50}'}))
-    bad = env.add(pod_obj(UID2, "broken", {"app": (B, "2")}, annotations={ANNOTATION_POD_CPU_BURST: "{oops"}))
+                           annotations={wire.ANNOTATION_POD_CPU_BURST: '{"policy":"cpuBurstOnly","cpuBurstPercent":50}'}))
+    bad = env.add(pod_obj(UID2, "broken", {"app": (B, "2")}, annotations={wire.ANNOTATION_POD_CPU_BURST: "{oops"}))
     strategy = CPUBurst(env.cache, 1.0)
     slo = spec(policy="none")
     with caplog.at_level(logging.WARNING, "koordlet.qos.cpu_burst"):
@@ -287,7 +289,7 @@ def test_annotation_overlay_and_malformed(env, caplog):
     assert env.read(good.containers[0][1], "cpu.cfs_burst_us") == "100000"    # 2 cores · 50 %
     assert env.read(bad.containers[0][1], "cpu.cfs_burst_us") == "0"          # node config (none)
     lines = [r.getMessage() for r in caplog.records if "annotation ignored" in r.getMessage()]
-    assert len(lines) == 1 and "default/broken" in lines[0] and ANNOTATION_POD_CPU_BURST in lines[0]
+    assert len(lines) == 1 and "default/broken" in lines[0] and wire.ANNOTATION_POD_CPU_BURST in lines[0]
 
 
 def quota_events(env):

@@ -16,15 +16,16 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.topology import CPU, CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_suppress import (
     CPUSuppress, FilteredUsage, Processor, be_cfs_quota, be_cpuset_size, be_suppress_cpuset, be_suppress_milli,
     filter_used, is_non_be_host_app, is_non_be_pod, node_reserved_milli, processors_of, select_cpus)
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import CgroupPath, HostApplicationSpec, merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 NOW = 1_000_000.0
 LS_UID = "11111111-0000-0000-0000-000000000001"
@@ -89,9 +90,8 @@ def test_be_suppress_milli(capacity, threshold, minimum, used, expected):
 
 
 def pod(uid, name, qos="Burstable", labels=None, annotations=None, containers=None, priority=None):
-    obj = pod_object(uid, name, qos=qos, labels=labels, containers=containers, priority=priority)
-    obj["metadata"]["annotations"] = annotations or {}
-    return pod_from_k8s(obj)
+    return pod_from_k8s(pod_object(uid, name, qos=qos, labels=labels, containers=containers, priority=priority,
+                                   annotations=annotations or {}))
 
 
 def test_be_pod_and_host_app_filters():

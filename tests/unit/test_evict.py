@@ -17,16 +17,17 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.evict import (
     BECPUSample, EvictTask, Evictor, PodEvictInfo, be_cpu_release_milli, be_cpu_victims, be_memory_victims,
     check_be_cpu_config, check_cpu_config, check_memory_config, cpu_usage_release_milli, eviction_policy_allows,
     eviction_priority, kill_and_evict, label_priority, memory_release_bytes, priority_value, priority_victims)
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import ResourceThresholdStrategy, merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 NOW = 1_000_000.0
 GiB = 2**30
@@ -40,15 +41,11 @@ def uid(n: int) -> str:
 
 def make_pod(n, name=None, *, qos="Burstable", labels=None, annotations=None, priority=None, phase="Running",
              batch_cpu=None, cid=None, deleting=False):
-    obj = pod_object(uid(n), name or f"p{n}", qos=qos, labels=labels, priority=priority,
-                     containers={"c": cid or f"{n:064x}"})
-    obj["metadata"]["annotations"] = annotations or {}
-    obj["status"]["phase"] = phase
-    if batch_cpu is not None:
-        obj["spec"]["containers"] = [{"name": "c", "resources": {"requests": {"kubernetes.io/batch-cpu": str(batch_cpu)}}}]
-    if deleting:
-        obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-    return obj
+    return pod_object(uid(n), name or f"p{n}", qos=qos, labels=labels, priority=priority,
+                      containers={"c": cid or f"{n:064x}"}, annotations=annotations or {}, phase=phase,
+                      resources=None if batch_cpu is None else {
+                          "c": {"requests": {"kubernetes.io/batch-cpu": str(batch_cpu)}}},
+                      deleting="2024-01-01T00:00:00Z" if deleting else None)
 
 
 def meta(*args, **kw):

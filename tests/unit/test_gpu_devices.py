@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from koordlet.component import Tick
 from koordlet import wire
 from koordlet.cli import main
 from koordlet.collectors.gpu import GpuDevices
@@ -30,11 +31,12 @@ from koordlet.metriccache import MetricCache, Sample, labels
 from koordlet.metrics import AgentMetrics
 from koordlet.reporters import device
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 from tests.fakepci import FakePci
 from tests.peers import fakenvml
 from tests.peers.crdschema import CrdSchemas
@@ -287,8 +289,8 @@ def test_no_nvml(tmp_path, monkeypatch, make, message):
     devices = GpuDevices.open(paths, AgentMetrics("n1"))
     assert devices.session is None and devices.error == message
     assert devices.gpus == () and devices.inventory.error == message
-    assert devices.collect(NOW, []) == []
-    devices.watch_health(threading.Event())                        # returns at once
+    assert devices.collect(Tick(NOW, [])) == []
+    devices.run(threading.Event())                        # returns at once
     devices.close()
     obj = device.desired(NODE, devices.inventory, devices.health.get, [], "Prefer", NOW)
     assert obj["spec"] == {} and "labels" not in obj["metadata"] and "annotations" not in obj["metadata"]
@@ -329,7 +331,7 @@ def test_gpu_lost_before_start(tmp_path, monkeypatch):
     assert all(3 not in p["minors"] for size in table.values() for p in size)
     assert {m for p in table["2"] for m in p["minors"]} <= {0, 1, 2, 4, 5, 6, 7}
     # the lost GPU takes no part in health watching and usage
-    samples = by_key(devices.collect(NOW, []))
+    samples = by_key(devices.collect(Tick(NOW, [])))
     assert {dict(lb)["gpu_minor"] for name, lb in samples if name == "node_gpu_memory_total"} == {
         "0", "1", "2", "4", "5", "6", "7"}
 
@@ -340,11 +342,11 @@ def test_gpu_lost_after_start_and_back(tmp_path, monkeypatch):
     metrics = AgentMetrics("n1")
     devices = GpuDevices.open(paths, metrics)
     healthy = {"node": "n1", "minor": "1", "uuid": uuid(0x201)}
-    assert len(devices.collect(NOW, [])) == 12
+    assert len(devices.collect(Tick(NOW, []))) == 12
     assert metrics.registry.get_sample_value("koordlet_gpu_healthy", healthy) == 1.0
 
     lib.lose(L40S_BUSES[1])
-    samples = by_key(devices.collect(NOW + 1, []))                 # must not raise
+    samples = by_key(devices.collect(Tick(NOW + 1, [])))                 # must not raise
     assert devices.health.get(L40S_BUSES[1]) == ("GPULost", "NVML error: GPU is lost")
     assert [devices.health.get(b) for b in L40S_BUSES if b != L40S_BUSES[1]] == [None] * 3
     assert sorted(dict(lb)["gpu_minor"] for name, lb in samples if name == "node_gpu_core_usage") == ["0", "2", "3"]
@@ -359,7 +361,7 @@ def test_gpu_lost_after_start_and_back(tmp_path, monkeypatch):
     devices.refresh(force=True)
     assert devices.health.get(L40S_BUSES[1]) is None
     assert not devices.inventory.gpus[1].lost
-    assert len(devices.collect(NOW + 2, [])) == 12
+    assert len(devices.collect(Tick(NOW + 2, []))) == 12
     assert metrics.registry.get_sample_value("koordlet_gpu_healthy", healthy) == 1.0
     obj = device.desired(NODE, devices.inventory, devices.health.get, [], "Prefer", NOW + 2)
     assert obj["spec"]["devices"][1]["health"] is True and "conditions" not in obj["spec"]["devices"][1]
@@ -370,12 +372,12 @@ def test_a_passing_nvml_error_is_not_a_lost_gpu(tmp_path, monkeypatch, caplog):
     lib = install(monkeypatch, paths, fakenvml.l40s_pcie4)
     devices = GpuDevices.open(paths, AgentMetrics("n1"))
     lib._gpu(L40S_BUSES[2]).error = lib.NVML_ERROR_UNKNOWN
-    samples = by_key(devices.collect(NOW, []))                     # must not raise
+    samples = by_key(devices.collect(Tick(NOW, [])))                     # must not raise
     assert sorted(dict(lb)["gpu_minor"] for name, lb in samples if name == "node_gpu_core_usage") == ["0", "1", "3"]
     assert devices.health.get(L40S_BUSES[2]) is None               # no sample this cycle, but not unhealthy
     assert "gpu usage unreadable bus_id=0000:ce:00.0" in caplog.text
     lib._gpu(L40S_BUSES[2]).error = None
-    assert len(devices.collect(NOW + 1, [])) == 12
+    assert len(devices.collect(Tick(NOW + 1, []))) == 12
 
 
 @pytest.fixture
@@ -386,7 +388,7 @@ def watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     lib = install(monkeypatch, paths, fakenvml.h100_sxm8)
     devices = GpuDevices.open(paths, AgentMetrics("n1"))
     stop = threading.Event()
-    thread = threading.Thread(target=devices.watch_health, args=(stop,), name="gpu-health-test")
+    thread = threading.Thread(target=devices.run, args=(stop,), name="gpu-health-test")
 
     def start() -> None:
         thread.start()
@@ -667,7 +669,7 @@ def test_usage_attribution_with_real_processes(tmp_path, monkeypatch):
         gpu2.processes = [(p_b, 2 * GiB)]
         gpu2.samples = [(p_b, 1_200, 60)]
 
-        s = by_key(devices.collect(NOW, [pod_a, pod_b]))
+        s = by_key(devices.collect(Tick(NOW, [pod_a, pod_b])))
         u0, u2 = uuid(0x200), uuid(0x202)
         assert s[("node_gpu_core_usage", gpu_labels(0, u0))] == 45
         assert s[("node_gpu_memory_usage", gpu_labels(0, u0))] == 14 * GiB
@@ -707,7 +709,7 @@ def test_usage_attribution_with_real_processes(tmp_path, monkeypatch):
 
         # pod a leaves (its processes linger): node-only; its gauges are removed, b's stay
         gpu2.samples.append((p_b, 3_000, 70))
-        s = by_key(devices.collect(NOW + 1, [pod_b]))
+        s = by_key(devices.collect(Tick(NOW + 1, [pod_b])))
         assert s[("node_gpu_memory_usage", gpu_labels(0, u0))] == 14 * GiB
         assert s[("node_gpu_core_usage", gpu_labels(0, u0))] == 0          # no newer samples: 0 % this cycle
         assert ("pod_gpu_core_usage", gpu_labels(0, u0, pod_uid="u-a")) not in s
@@ -718,7 +720,7 @@ def test_usage_attribution_with_real_processes(tmp_path, monkeypatch):
 
         # a process that ended between NVML's answer and the /proc read counts for the node only
         os.remove(host.paths.proc(str(p_b), "cgroup"))
-        s = by_key(devices.collect(NOW + 2, [pod_b]))
+        s = by_key(devices.collect(Tick(NOW + 2, [pod_b])))
         assert s[("node_gpu_memory_usage", gpu_labels(2, u2))] == 2 * GiB
         assert not [k for k in s if k[0].startswith(("pod_", "container_"))]
         assert pod_gauge("koordlet_pod_gpu_core_usage", "u-b", "infer", 2) is None
@@ -738,7 +740,7 @@ def test_usage_attribution_cgroup_v2_systemd(tmp_path, monkeypatch):
         write_proc_cgroup(host.paths, proc.pid, f"0::/{pod.containers[0][1]}\n")
         lib._gpu(L40S_BUSES[3]).processes = [(proc.pid, 5 * GiB)]
         lib._gpu(L40S_BUSES[3]).samples = [(proc.pid, 10, 80)]
-        s = by_key(devices.collect(NOW, [pod]))
+        s = by_key(devices.collect(Tick(NOW, [pod])))
         assert s[("pod_gpu_core_usage", gpu_labels(3, uuid(0x203), pod_uid="u-g"))] == 80
         assert s[("container_gpu_memory_usage", gpu_labels(3, uuid(0x203), container_id=C))] == 5 * GiB
     finally:
@@ -774,8 +776,8 @@ def test_mig_usage_attributed_by_annotation(tmp_path, monkeypatch, caplog):
             annotated_pod("u-5", "plain", None, "e" * 64, host.layout)]
     metrics = AgentMetrics("n1")
     devices = GpuDevices.open(host.paths, metrics)
-    with caplog.at_level(logging.WARNING, logger="koordlet.gpu"):
-        s = by_key(devices.collect(NOW, pods))
+    with caplog.at_level(logging.WARNING, logger="koordlet.collectors.gpu"):
+        s = by_key(devices.collect(Tick(NOW, pods)))
     u = uuid(0x300)
     assert s[("pod_gpu_memory_usage", gpu_labels(0, u, pod_uid="u-1"))] == 15 * GiB
     assert s[("pod_gpu_memory_usage", gpu_labels(0, u, pod_uid="u-2"))] == 15 * GiB
@@ -795,7 +797,7 @@ def test_mig_usage_attributed_by_annotation(tmp_path, monkeypatch, caplog):
     # unequal shares split by gpu-memory-ratio
     quarter = half_card(0).replace('"50"', '"25"')
     pods[1] = annotated_pod("u-2", "mig-b", quarter, B, host.layout)
-    s = by_key(devices.collect(NOW + 1, pods))
+    s = by_key(devices.collect(Tick(NOW + 1, pods)))
     assert s[("pod_gpu_memory_usage", gpu_labels(0, u, pod_uid="u-1"))] == 20 * GiB
     assert s[("pod_gpu_memory_usage", gpu_labels(0, u, pod_uid="u-2"))] == 10 * GiB
 

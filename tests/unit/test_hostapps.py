@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from koordlet.component import Tick
 from koordlet.collectors.usage import UsageCollection
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, Layout
 from koordlet.host.procfs import CLK_TCK
@@ -65,12 +66,12 @@ def test_collection_system_remainder_and_node_metric(tmp_path):
                          {"name": "missing", "qos": "BE"}])
     host.set_cgroup("host-latency-sensitive/nginx", CgroupValues(cpu_ns=0, anon=100 * MiB, active_file=20 * MiB))
     host.set_proc_stat(busy=1000, idle=0)
-    coll.run((), apps)                                  # first counter reading: no CPU rate yet
+    coll.collect(Tick(time.time(), (), tuple(apps)))                                  # first counter reading: no CPU rate yet
     host.set_cgroup("host-latency-sensitive/nginx", CgroupValues(cpu_ns=int(1e9), anon=100 * MiB,
                                                                  active_file=20 * MiB))
     host.set_proc_stat(busy=1000 + 2 * CLK_TCK, idle=0)
     time.sleep(0.2)                                     # rates are per monotonic second elapsed
-    samples = coll.run((), apps).samples
+    samples = coll.collect(Tick(time.time(), (), tuple(apps)))
     cache = MetricCache(None, clock=lambda: 1_000_000.0)
     cache.append([Sample(s.name, s.labels, 1_000_000.0, s.value) for s in samples])   # at the report's clock
     values = {(s.name, s.labels): s.value for s in samples}

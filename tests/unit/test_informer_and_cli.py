@@ -7,16 +7,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from koordlet.cli import main
+from koordlet.cli import component_support, main
 from koordlet.config import build
 from koordlet.agent import kubelet_client, pod_source
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
+from koordlet.host import probes
 from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
 from tests.peers import fakenvml
 from tests.peers.crdschema import CrdSchemas
 from tests.peers.kubelet_double import KubeletDouble
+from tests.builders import host_paths, pod_object
 
 A, B = "a" * 64, "b" * 64
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -87,17 +89,25 @@ def test_run_once_prints_a_summary(tmp_path, capsys):
 def test_doctor_on_a_v2_tree(tmp_path, capsys):
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V2, Driver.SYSTEMD)
     open(host.paths.cgroup_root + "/cpu.max.burst", "w").close()
-    features = {f.name: f for f in probe(host.paths, Cgroups.detect(host.paths))}
+    cgroups = Cgroups.detect(host.paths)
+    features = {f.name: f for f in probe(host.paths, cgroups)}
     assert features["cgroup version"].detail.startswith("v2")
     assert features["kubepods tree"].supported
-    assert features["cpu burst"].supported
-    assert not features["cpu.idle (BE sched idle)"].supported
-    assert not features["resctrl (LLC/MB)"].supported
-    assert not features["cold memory (kidled)"].supported
     assert features["controller memory"].supported and features["controller io"].supported
+    assert probes.cpu_burst(host.paths, cgroups)[0]
+    assert not probes.cpu_idle(host.paths, cgroups)[0]
+    # the component lines: each registered strategy/collector says whether this host supports it, and why not
+    config = build(environ={}, flags={"standalone": True, "node-name": "n"})
+    support = {name: (ok, why) for name, _, _, ok, why in component_support(config, host.paths, cgroups)}
+    assert support["cpu-burst"][0]
+    assert not support["resctrl"][0] and support["resctrl"][1]
+    assert support["coldpage"] == (False, "kidled is cgroup v1 only")
+    assert set(support) >= {"pod-resources", "usage", "nodemetric", "nri"}
     assert main(["doctor"] + fake_host_flags(host)) == 0
     out = capsys.readouterr().out
-    assert "FEATURE" in out and "resctrl (LLC/MB)" in out
+    assert "FEATURE" in out and "COMPONENT" in out
+    (resctrl,) = [line for line in out.splitlines() if line.startswith("resctrl ")]
+    assert resctrl.split()[1:4] == ["strategy", "on", "no"]
 
 
 def test_topology_command_on_this_host(capsys):
@@ -156,14 +166,13 @@ def test_standalone_sink_writes_atomically(tmp_path, monkeypatch):
 
 def test_doctor_on_this_host_names_why_bvt_and_core_sched_are_missing():
     """This VM (like CI) has a mainline kernel: no group identity, no core scheduling; doctor must say why."""
-    from koordlet.host.paths import HostPaths
-    paths = HostPaths("/sys/fs/cgroup/", "/sys/", "/sys/fs/", "/proc/", "/var/run/", "/run/", "/var/lib/kubelet/")
+    paths = host_paths()
     if os.path.exists("/proc/sys/kernel/sched_group_identity_enabled"):
         pytest.skip("an Anolis kernel: group identity is supported here")
-    features = {f.name: f for f in probe(paths, Cgroups.detect(paths))}
-    gi = features["group identity (cpu.bvt_warp_ns)"]
-    assert not gi.supported and "Anolis" in gi.detail and "missing" in gi.detail
-    core = features["core scheduling"]
-    if core.supported:
+    cgroups = Cgroups.detect(paths)
+    _, gi = probes.group_identity(paths, cgroups)
+    assert "Anolis" in gi and "missing" in gi
+    core, why = probes.core_sched(paths, cgroups)
+    if core:
         pytest.skip("this kernel has core scheduling")
-    assert "PR_SCHED_CORE" in core.detail and any(w in core.detail for w in ("CONFIG_SCHED_CORE", "SMT", "EPERM"))
+    assert "PR_SCHED_CORE" in why and any(w in why for w in ("CONFIG_SCHED_CORE", "SMT", "EPERM"))

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from koordlet.component import Tick
 from koordlet.collectors.memory import ColdPageCollector, PageCacheCollector
 from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
@@ -18,7 +19,8 @@ from koordlet.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 A, B = "a" * 64, "b" * 64
 MiB = 2**20
@@ -187,7 +189,7 @@ def test_cold_page_samples_for_node_pods_containers_and_host_apps(tmp_path):
     write_stats(host, "host-latency-sensitive/nginx", idle_page_stats(cold_rows(500 * MiB)))  # > its usage
     # u-be and its container have no idle_page_stats (created before kidled ran): skipped, not an error
     metrics = AgentMetrics("n1")
-    s = by_name(ColdPageCollector(host.paths, cg, metrics).collect(100.0, pods, apps))
+    s = by_name(ColdPageCollector(host.paths, cg, metrics, Executor(cg)).collect(Tick(100.0, pods, apps)))
     assert s == {
         ("node_memory_cold_page_size", ()): 1024 * MiB,
         ("node_memory_with_hot_page_usage", ()): 3 * 2**30 - 1024 * MiB,     # (total − free) × 1024 − cold
@@ -210,10 +212,10 @@ def test_malformed_lines_in_a_cgroup_are_counted_and_logged_once(tmp_path, caplo
     write_stats(host, rel, idle_page_stats(cold_rows(60 * MiB)) + "  cfei garbage\n  bogus 1 2 3 4 5 6 7 8\n")
     write_stats(host, host.container_dir(KubeQOS.BURSTABLE, "u-ls", A), "# version: 1.0\n")   # nothing usable
     metrics = AgentMetrics("n1")
-    coll = ColdPageCollector(host.paths, cg, metrics)
+    coll = ColdPageCollector(host.paths, cg, metrics, Executor(cg))
     with caplog.at_level(logging.WARNING, "koordlet.collectors"):
         for now in (100.0, 105.0):
-            s = by_name(coll.collect(now, pods[:1]))
+            s = by_name(coll.collect(Tick(now, pods[:1])))
     assert s[("pod_memory_cold_page_size", (("pod_uid", "u-ls"),))] == 60 * MiB     # the good rows still count
     assert ("container_memory_cold_page_size", (("container_id", A),)) not in s
     assert skipped(metrics, "coldpage", "malformed_line") == 4                      # 2 lines × 2 cycles
@@ -229,12 +231,12 @@ def test_unreadable_node_file_does_not_stop_pods(tmp_path):
     write_stats(host, cg.layout.pod_dir(KubeQOS.BURSTABLE, "u-ls"), idle_page_stats(cold_rows(60 * MiB)))
     os.remove(host.paths.proc("meminfo"))
     metrics = AgentMetrics("n1")
-    s = by_name(ColdPageCollector(host.paths, cg, metrics).collect(100.0, pods))
+    s = by_name(ColdPageCollector(host.paths, cg, metrics, Executor(cg)).collect(Tick(100.0, pods)))
     assert not any(name.startswith("node_") for name, _ in s)        # root file absent: an error, not churn
     assert s[("pod_memory_cold_page_size", (("pod_uid", "u-ls"),))] == 60 * MiB
     assert skipped(metrics, "coldpage", "error") == 1
     write_stats(host, "", idle_page_stats(cold_rows(MiB)))
-    s = by_name(ColdPageCollector(host.paths, cg, metrics).collect(100.0, ()))
+    s = by_name(ColdPageCollector(host.paths, cg, metrics, Executor(cg)).collect(Tick(100.0, ())))
     assert s == {("node_memory_cold_page_size", ()): MiB}            # meminfo gone: no hot usage
     assert skipped(metrics, "coldpage", "error") == 2
 
@@ -281,7 +283,7 @@ def test_unsupported_without_kidled_and_on_cgroup_v2(tmp_path):
     coll = ColdPageCollector(host.paths, cg, AgentMetrics("n1"), ex)
     assert coll.supported() == (False, "kidled is cgroup v1 only")
     assert coll.start() is False and ex.events() == []               # nothing written
-    assert coll.collect(100.0, ()) == []
+    assert coll.collect(Tick(100.0, ())) == []
 
 
 @pytest.mark.parametrize("version", [CgroupVersion.V1, CgroupVersion.V2])
@@ -289,7 +291,7 @@ def test_page_cache_samples(tmp_path, version):
     host, cg = kidled_host(tmp_path, version)
     pods, apps = pods_and_apps(host, cg)
     metrics = AgentMetrics("n1")
-    s = by_name(PageCacheCollector(host.paths, cg, metrics).collect(100.0, pods, apps))
+    s = by_name(PageCacheCollector(host.paths, cg, metrics).collect(Tick(100.0, pods, apps)))
     assert s == {
         ("node_memory_usage_with_page_cache", ()): 3 * 2**30,
         ("pod_memory_usage_with_page_cache", (("pod_uid", "u-ls"),)): 300 * MiB,
@@ -298,7 +300,7 @@ def test_page_cache_samples(tmp_path, version):
         ("container_memory_usage_with_page_cache", (("container_id", B),)): 10 * MiB,
     }
     host.remove(host.container_dir(KubeQOS.BESTEFFORT, "u-be", B))
-    s = by_name(PageCacheCollector(host.paths, cg, metrics).collect(101.0, pods))
+    s = by_name(PageCacheCollector(host.paths, cg, metrics).collect(Tick(101.0, pods)))
     assert ("container_memory_usage_with_page_cache", (("container_id", B),)) not in s
     assert ("pod_memory_usage_with_page_cache", (("pod_uid", "u-be"),)) in s
     assert skipped(metrics, "pagecache", "vanished") == 1

@@ -12,18 +12,22 @@ from dataclasses import replace
 
 import pytest
 
+from koordlet.decode import DecodeError
+
+from koordlet import wire
 from koordlet.executor import MAX_INT64, Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.topology import read_topology
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.memory_qos import (
-    ANNOTATION_POD_MEMORY_QOS, NONE_MEMORY_QOS, PAGE_SIZE, MemoryQOS, MemorySettings, container_settings,
+    NONE_MEMORY_QOS, PAGE_SIZE, MemoryQOS, MemorySettings, class_memory_qos, container_settings,
     pod_memory_qos, pod_settings, qos_settings)
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import MemoryQOSCfg, merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 GiB, MiB = 2**30, 2**20
 A, B, C = "a" * 64, "b" * 64, "c" * 64
@@ -45,7 +49,7 @@ def pod(uid=U1, name="web", *, qos="Burstable", labels=None, annotation=None, co
     containers = containers or {"app": (A, {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}})}
     obj = pod_object(uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()})
     obj["spec"]["containers"] = [{"name": n, "resources": res} for n, (_, res) in containers.items()]
-    obj["metadata"]["annotations"] = {} if annotation is None else {ANNOTATION_POD_MEMORY_QOS: annotation}
+    obj["metadata"]["annotations"] = {} if annotation is None else {wire.ANNOTATION_POD_MEMORY_QOS: annotation}
     obj["status"]["phase"] = phase
     return pod_from_k8s(obj)
 
@@ -70,31 +74,30 @@ BE_NODE_CFG = STRATEGY.be.memory_qos                   # disabled: the None valu
     (None, "Burstable", '{"policy":"","enable":false}', LS_CFG),                      # enable is node-level
 ])
 def test_pod_config_table(labels, kube, annotation, expected):
-    cfg, problem = pod_memory_qos(pod(qos=kube, labels=labels, annotation=annotation), STRATEGY)
-    assert problem is None
-    assert cfg == expected
+    assert pod_memory_qos(pod(qos=kube, labels=labels, annotation=annotation), STRATEGY) == expected
 
 
 def test_policy_auto_uses_the_builtin_class_default_even_when_disabled():
     be = pod(qos="BestEffort", labels={"koordinator.sh/qosClass": "BE"}, annotation='{"policy":"auto"}')
-    cfg, problem = pod_memory_qos(be, STRATEGY)
-    assert problem is None
+    cfg = pod_memory_qos(be, STRATEGY)
     assert BE_NODE_CFG.wmark_min_adj == 0                                # the node has BE disabled ...
     assert (cfg.wmark_ratio, cfg.wmark_scale_permill, cfg.wmark_min_adj) == (95, 20, 50)   # ... auto: BE default
     ls = pod(annotation='{"policy":"auto","lowLimitPercent":30}')
-    cfg, _ = pod_memory_qos(ls, STRATEGY)
+    cfg = pod_memory_qos(ls, STRATEGY)
     assert (cfg.min_limit_percent, cfg.low_limit_percent, cfg.wmark_min_adj, cfg.page_cache_limit_percent) == \
         (0, 30, -25, None)                                                # LS default, fields overlaid
     system = pod(labels={"koordinator.sh/qosClass": "SYSTEM"}, annotation='{"policy":"auto"}')
-    cfg, _ = pod_memory_qos(system, STRATEGY)
+    cfg = pod_memory_qos(system, STRATEGY)
     assert (cfg.wmark_ratio, cfg.wmark_scale_permill) == (0, 50)
 
 
 @pytest.mark.parametrize("annotation", ["{oops", "[1]", '{"policy":"strict"}', '{"policy":3}',
                                         '{"minLimitPercent":101}', '{"wmarkRatio":"high"}'])
 def test_malformed_annotation_falls_back_to_the_class(annotation):
-    cfg, problem = pod_memory_qos(pod(annotation=annotation), STRATEGY)
-    assert cfg == LS_CFG and problem
+    p = pod(annotation=annotation)
+    with pytest.raises(DecodeError, match="koordinator.sh/memoryQOS"):
+        pod_memory_qos(p, STRATEGY)
+    assert class_memory_qos(STRATEGY, p.qos_class) == LS_CFG           # what the strategy falls back to
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -11,16 +11,20 @@ import random
 
 import pytest
 
+from koordlet.decode import DecodeError
+
+from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
 from koordlet.host.netlink import TC_H_ROOT, Filter, Link, Qdisc, TCState, htb_class
 from koordlet.host.paths import HostPaths
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos import net_qos as nq
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
+from tests.builders import pod_object
 
 LINK = Link(7, "eth9")
 UID_LS, UID_BE, UID_SYS, UID_NONE = (f"{c * 8}-0000-0000-0000-000000000000" for c in "1234")
@@ -44,10 +48,9 @@ def spec(total="100M", ls=None, be=None, policy=None):
 
 def pod(uid, label=None, kube="Burstable", ip="", annotations=None, host_network=False, name=None):
     labels = {"koordinator.sh/qosClass": label} if label else {}
-    return pod_from_k8s({"metadata": {"name": name or f"p-{uid[:4]}", "namespace": "ns", "uid": uid,
-                                      "labels": labels, "annotations": dict(annotations or {})},
-                         "spec": {"containers": [{"name": "c"}], "hostNetwork": host_network},
-                         "status": {"qosClass": kube, "podIP": ip}})
+    return pod_from_k8s(pod_object(uid, name or f"p-{uid[:4]}", namespace="ns", labels=labels,
+                                   annotations=dict(annotations or {}), spec_containers=[{"name": "c"}],
+                                   host_network=host_network, qos=kube, pod_ip=ip, phase=None, statuses=False))
 
 
 def net_qos(egress=None, ingress=None):
@@ -56,7 +59,7 @@ def net_qos(egress=None, ingress=None):
         doc["egressLimit"] = egress
     if ingress is not None:
         doc["ingressLimit"] = ingress
-    return {nq.ANNOTATION_NETWORK_QOS: json.dumps(doc)}
+    return {wire.ANNOTATION_POD_NETWORK_QOS: json.dumps(doc)}
 
 
 # --- bandwidth from the NodeSLO ---------------------------------------------------------------------------------
@@ -106,19 +109,19 @@ def test_class_value_above_total_is_clamped_and_bad_values_are_unset():
 
 def test_pod_limits_are_bits_divided_by_eight_once():
     # upstream's tc path divides the annotation twice (20M -> 312500 B/s = 2.5 Mbit/s); we give 20 Mbit/s
-    assert nq.pod_limits(pod(UID_BE, annotations=net_qos("20M", "10M"))) == (1_250_000, 2_500_000, None)
-    assert nq.pod_limits(pod(UID_BE, annotations=net_qos(egress="20M"))) == (0, 2_500_000, None)   # missing = 0
-    assert nq.pod_limits(pod(UID_BE)) == (0, 0, None)
+    assert nq.pod_limits(pod(UID_BE, annotations=net_qos("20M", "10M"))) == (1_250_000, 2_500_000)
+    assert nq.pod_limits(pod(UID_BE, annotations=net_qos(egress="20M"))) == (0, 2_500_000)   # missing = 0
+    assert nq.pod_limits(pod(UID_BE)) == (0, 0)
 
 
 @pytest.mark.parametrize("raw,needle", [
-    ("{not json", "not JSON"), ('["20M"]', "JSON object"), ('{"egressLimit": 20000000}', "quantity string"),
+    ("{not json", "not JSON"), ('["20M"]', "expected an object"), ('{"egressLimit": 20000000}', "expected a string"),
     ('{"egressLimit": "20 megabit"}', "egressLimit"), ('{"ingressLimit": "-5M"}', "negative"),
 ])
 def test_malformed_pod_annotation_is_rejected_with_a_reason(raw, needle):
-    ingress, egress, problem = nq.pod_limits(pod(UID_BE, annotations={nq.ANNOTATION_NETWORK_QOS: raw}))
-    assert (ingress, egress) == (0, 0)
-    assert problem is not None and needle in problem and nq.ANNOTATION_NETWORK_QOS in problem
+    with pytest.raises(DecodeError) as e:
+        nq.pod_limits(pod(UID_BE, annotations={wire.ANNOTATION_POD_NETWORK_QOS: raw}))
+    assert needle in str(e.value) and e.value.key == wire.ANNOTATION_POD_NETWORK_QOS
 
 
 # --- HTB classes ----------------------------------------------------------------------------------------------
@@ -320,15 +323,15 @@ def test_terway_policy_end_to_end_through_the_executor(tmp_path, caplog):
     terway = str(tmp_path / "var/lib/terway/qos")
     strategy = nq.NetQOS(HostPaths.under(str(tmp_path)), None, tc=False, terway_dir=terway)
     good = pod(UID_LS, "LS", annotations=net_qos("20M", "8M"), name="good")
-    bad = pod(UID_BE, "BE", "BestEffort", annotations={nq.ANNOTATION_NETWORK_QOS: "{oops"}, name="bad")
+    bad = pod(UID_BE, "BE", "BestEffort", annotations={wire.ANNOTATION_POD_NETWORK_QOS: "{oops"}, name="bad")
     metas = tuple(meta_for(p, cg.layout) for p in (good, bad))
     slo = spec("1G", be={"enable": True, "egressLimit": 10}, policy="terway-qos")
     view = NodeView(metas, slo, (), None, NodeInfo("n"))  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="koordlet.qos.net"):
+    with caplog.at_level(logging.WARNING, logger="koordlet.qos.net_qos"):
         strategy.reconcile(view, ex)
         strategy.reconcile(view, ex)
     named = [r.getMessage() for r in caplog.records if "ns/bad" in r.getMessage()]
-    assert len(named) == 1 and nq.ANNOTATION_NETWORK_QOS in named[0]
+    assert len(named) == 1 and wire.ANNOTATION_POD_NETWORK_QOS in named[0]
     with open(os.path.join(terway, "global_bps_config")) as f:
         text = f.read()
     assert text.startswith("hw_tx_bps_max 125000000\nhw_rx_bps_max 125000000\n")

@@ -10,17 +10,15 @@ import pytest
 
 from koordlet.executor import Executor
 from koordlet.host.cgroup import KubeQOS
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.pod_resources import PodResources
-from koordlet.qos.reconciler import pools_from_annotations
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from nri_plugin.hooks import HookFeatures, Hooks, kube_qos_of_parent
 from proto.nri import api_pb2 as api
 from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
 from tests.unit.test_qos_strategies import fake_host, mkcg, value
 
-POOLS = {"node.koordinator.sh/cpu-shared-pools": '[{"socket":0,"node":0,"cpuset":"0-3"},'
-                                                 '{"socket":0,"node":1,"cpuset":"6-7"}]'}
+POOLS = {0: (0, 1, 2, 3), 1: (6, 7)}      # cpu-shared-pools: NUMA node -> CPUs
 SPEC = "node.koordinator.sh/extended-resource-spec"
 STATUS = "scheduling.koordinator.sh/resource-status"
 
@@ -60,7 +58,7 @@ def be_spec(*names: str) -> dict[str, str]:
 
 def view(pods=(), policy=None, **slo_kw) -> NodeView:
     return NodeView(tuple(pods), slo(policy, **slo_kw), (), None, NodeInfo("n"),  # type: ignore[arg-type]
-                    **pools_from_annotations(POOLS))
+                    ls_pools=POOLS)
 
 
 def hooks(tmp_path, v: NodeView | None = None, features=HookFeatures(), **kw) -> Hooks:

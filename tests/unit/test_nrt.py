@@ -11,11 +11,20 @@ import pytest
 from koordlet.host.topology import CPU, CPUBasicInfo, CPUManagerState, NUMANode, Topology
 from koordlet.reporters import nrt
 from koordlet.states.informer import PodMeta
+from koordlet.states.kubelet import KubeletCPUConfig
+from koordlet.states.node import NodeInfo
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import pod_object
+from koordlet.states.pools import cpu_pools, take_by_topology
+from tests.builders import pod_object
 
 GiB = 2**30
 
+
+
+def nrt_status(topo: Topology, pods, node: NodeInfo, kubelet: KubeletCPUConfig | None,
+               **kw) -> nrt.NRTStatus:
+    """The NRT status as the agent builds it: pools from the same inputs, then the report."""
+    return nrt.build_status(topo, cpu_pools(topo, pods, node, kubelet), node, kubelet, **kw)
 
 def two_socket_topology(*, cpu_manager: CPUManagerState | None = None, offline: tuple[int, ...] = ()) -> Topology:
     """2 sockets = 2 NUMA nodes, 2 cores each, 2 threads per core. Siblings: {0,4} {1,5} on node 0, {2,6} {3,7}
@@ -51,7 +60,7 @@ UID_A, UID_B, UID_K = ("aaaaaaaa-0000-0000-0000-000000000001", "aaaaaaaa-0000-00
 
 
 def test_standalone_status_has_every_key_with_upstream_empty_values():
-    s = nrt.build_status(two_socket_topology(), [], nrt.NodeInfo("n1"), None)
+    s = nrt_status(two_socket_topology(), [], NodeInfo("n1"), None)
     assert s.topology_policy == "None"
     assert set(s.annotations) == set(nrt.MANAGED_ANNOTATIONS)
     assert s.annotations["kubelet.koordinator.sh/cpu-manager-policy"] == "{}"
@@ -67,13 +76,13 @@ def test_standalone_status_has_every_key_with_upstream_empty_values():
 
 def test_zones_count_cpus_and_memory_per_numa_node_hugepages_only_with_the_gate():
     topo = two_socket_topology()
-    zones = nrt.build_status(topo, [], nrt.NodeInfo("n1"), None).zones
+    zones = nrt_status(topo, [], NodeInfo("n1"), None).zones
     assert [z["name"] for z in zones] == ["node-0", "node-1"]
     res = {r["name"]: r for r in zones[0]["resources"]}
     assert [r["name"] for r in zones[0]["resources"]] == ["cpu", "hugepages-1Gi", "hugepages-2Mi", "memory"]
     assert res["cpu"] == {"name": "cpu", "capacity": "4", "allocatable": "4", "available": "4"}
     assert res["memory"]["capacity"] == "16Gi" and res["hugepages-2Mi"]["capacity"] == "0"
-    with_gate = nrt.build_status(topo, [], nrt.NodeInfo("n1"), None, hugepage_report=True).zones
+    with_gate = nrt_status(topo, [], NodeInfo("n1"), None, hugepage_report=True).zones
     res = {r["name"]: r for r in with_gate[0]["resources"]}
     assert res["hugepages-2Mi"]["capacity"] == "1Gi"          # 512 × 2 MiB
     assert res["hugepages-1Gi"]["capacity"] == "2Gi"
@@ -82,14 +91,14 @@ def test_zones_count_cpus_and_memory_per_numa_node_hugepages_only_with_the_gate(
 
 
 def test_offline_cpus_are_not_counted():
-    zones = nrt.build_status(two_socket_topology(offline=(5,)), [], nrt.NodeInfo("n1"), None).zones
+    zones = nrt_status(two_socket_topology(offline=(5,)), [], NodeInfo("n1"), None).zones
     assert {r["name"]: r["capacity"] for r in zones[0]["resources"]}["cpu"] == "3"
 
 
 def test_numa_reservation_spreads_kubelet_reserve_with_ceiling():
-    node = nrt.NodeInfo("n1", labels={"node.koordinator.sh/enable-numa-reservation": "true"},
+    node = NodeInfo("n1", labels={"node.koordinator.sh/enable-numa-reservation": "true"},
                         capacity={"cpu": "8", "memory": "32Gi"}, allocatable={"cpu": "7", "memory": "31Gi"})
-    s = nrt.build_status(two_socket_topology(), [], node, None)
+    s = nrt_status(two_socket_topology(), [], node, None)
     res = {r["name"]: r for r in s.zones[1]["resources"]}
     # cpu reserve 1000m over 2 zones -> 500m each; memory 1 GiB -> 512 MiB each
     assert res["cpu"] == {"name": "cpu", "capacity": "4", "allocatable": "3500m", "available": "3500m"}
@@ -97,7 +106,7 @@ def test_numa_reservation_spreads_kubelet_reserve_with_ceiling():
     assert s.labels == {"node.koordinator.sh/enable-numa-reservation": "true"}
     # an odd reserve rounds up per zone: 1001m / 2 -> 501m
     odd = dataclasses.replace(node, allocatable={"cpu": "6999m", "memory": "32Gi"})
-    res = {r["name"]: r for r in nrt.build_status(two_socket_topology(), [], odd, None).zones[0]["resources"]}
+    res = {r["name"]: r for r in nrt_status(two_socket_topology(), [], odd, None).zones[0]["resources"]}
     assert res["cpu"]["allocatable"] == "3499m" and res["memory"]["allocatable"] == "16Gi"
 
 
@@ -106,7 +115,7 @@ def test_shared_pools_exclude_lse_lsr_cpusets_and_be_pool_only_lse():
                  annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"0,4"}'}),
             meta(UID_B, "lsr", labels={"koordinator.sh/qosClass": "LSR"},
                  annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"2-3"}'})]
-    s = nrt.build_status(two_socket_topology(), pods, nrt.NodeInfo("n1"), None)
+    s = nrt_status(two_socket_topology(), pods, NodeInfo("n1"), None)
     assert ann(s, "node.koordinator.sh/cpu-shared-pools") == [{"socket": 0, "node": 0, "cpuset": "1,5"},
                                                                {"socket": 1, "node": 1, "cpuset": "6-7"}]
     assert ann(s, "node.koordinator.sh/be-cpu-shared-pools") == [{"socket": 0, "node": 0, "cpuset": "1,5"},
@@ -119,7 +128,7 @@ def test_malformed_resource_status_skips_that_pod_only(caplog):
             meta(UID_B, "good", labels={"koordinator.sh/qosClass": "LSR"},
                  annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"7"}'})]
     with caplog.at_level(logging.ERROR):
-        s = nrt.build_status(two_socket_topology(), pods, nrt.NodeInfo("n1"), None)
+        s = nrt_status(two_socket_topology(), pods, NodeInfo("n1"), None)
     assert ann(s, "node.koordinator.sh/cpu-shared-pools")[1]["cpuset"] == "2-3,6"
     assert "default/bad" in caplog.text and "resource-status" in caplog.text
 
@@ -129,12 +138,12 @@ def test_static_kubelet_policy_reports_reserved_cpus_and_kubelet_pinned_pods():
         UID_K: {"app": (1, 5)},                       # kubelet-pinned, unknown to koordinator
         UID_B: {"app": (3,)},                         # a koordinator LS pod: not kubelet's
         "dddddddd-0000-0000-0000-000000000009": {"x": ()}})   # empty: skipped
-    kubelet = nrt.KubeletCPUConfig.from_configz({"kubeletconfig": {
+    kubelet = KubeletCPUConfig.from_configz({"kubeletconfig": {
         "cpuManagerPolicy": "static", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"},
         "kubeReserved": {"cpu": "500m"}, "systemReserved": {"cpu": "1"},
         "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod"}})
     pods = [meta(UID_K, "pinned"), meta(UID_B, "ls", labels={"koordinator.sh/qosClass": "LS"})]
-    s = nrt.build_status(two_socket_topology(cpu_manager=state), pods, nrt.NodeInfo("n1"), kubelet)
+    s = nrt_status(two_socket_topology(cpu_manager=state), pods, NodeInfo("n1"), kubelet)
     # 1.5 reserved cpus -> 2, taken as one whole core: {0,4}
     assert ann(s, "kubelet.koordinator.sh/cpu-manager-policy") == {
         "policy": "static", "options": {"full-pcpus-only": "true"}, "reservedCPUs": "0,4"}
@@ -147,12 +156,12 @@ def test_static_kubelet_policy_reports_reserved_cpus_and_kubelet_pinned_pods():
 
 
 def test_reserved_system_cpus_override_and_none_policy():
-    kubelet = nrt.KubeletCPUConfig.from_configz({"kubeletconfig": {
+    kubelet = KubeletCPUConfig.from_configz({"kubeletconfig": {
         "cpuManagerPolicy": "static", "reservedSystemCPUs": "6-7", "kubeReserved": {"cpu": "3"}}})
-    s = nrt.build_status(two_socket_topology(), [], nrt.NodeInfo("n1"), kubelet)
+    s = nrt_status(two_socket_topology(), [], NodeInfo("n1"), kubelet)
     assert ann(s, "kubelet.koordinator.sh/cpu-manager-policy") == {"policy": "static", "reservedCPUs": "6-7"}
-    none = nrt.KubeletCPUConfig.from_configz({"kubeletconfig": {"topologyManagerPolicy": "restricted"}})
-    s = nrt.build_status(two_socket_topology(), [], nrt.NodeInfo("n1"), none)
+    none = KubeletCPUConfig.from_configz({"kubeletconfig": {"topologyManagerPolicy": "restricted"}})
+    s = nrt_status(two_socket_topology(), [], NodeInfo("n1"), none)
     assert ann(s, "kubelet.koordinator.sh/cpu-manager-policy") == {"policy": "none"}
     assert s.topology_policy == "RestrictedContainerLevel"
 
@@ -165,49 +174,49 @@ def test_reserved_system_cpus_override_and_none_policy():
 ])
 def test_bad_configz_names_the_field(doc, problem):
     with pytest.raises(ValueError, match=problem):
-        nrt.KubeletCPUConfig.from_configz(doc)
+        KubeletCPUConfig.from_configz(doc)
 
 
 def test_take_by_topology_takes_numa_nodes_then_cores_then_threads():
     topo = two_socket_topology()
-    assert nrt.take_by_topology(topo, 1) == [0]
-    assert nrt.take_by_topology(topo, 2) == [0, 4]
-    assert nrt.take_by_topology(topo, 3) == [0, 1, 4]
-    assert nrt.take_by_topology(topo, 5) == [0, 1, 2, 4, 5]     # node 0 whole, then cpu 2 of the next core
-    assert nrt.take_by_topology(topo, 0) == []
+    assert take_by_topology(topo, 1) == [0]
+    assert take_by_topology(topo, 2) == [0, 4]
+    assert take_by_topology(topo, 3) == [0, 1, 4]
+    assert take_by_topology(topo, 5) == [0, 1, 2, 4, 5]     # node 0 whole, then cpu 2 of the next core
+    assert take_by_topology(topo, 0) == []
 
 
 def test_node_reservation_and_system_qos_leave_the_pools():
-    node = nrt.NodeInfo("n1", annotations={
+    node = NodeInfo("n1", annotations={
         "node.koordinator.sh/reservation": '{"resources":{"cpu":"2"},"applyPolicy":"ReservedCPUsOnly"}',
         "node.koordinator.sh/system-qos-resource": '{"cpuset":"7"}'})
-    s = nrt.build_status(two_socket_topology(), [], node, None)
+    s = nrt_status(two_socket_topology(), [], node, None)
     assert ann(s, "node.koordinator.sh/reservation") == {"resources": {"cpu": "2"}, "reservedCPUs": "0,4",
                                                          "applyPolicy": "ReservedCPUsOnly"}
     assert ann(s, "node.koordinator.sh/system-qos-resource") == {"cpuset": "7"}
     pools = ann(s, "node.koordinator.sh/cpu-shared-pools")
     assert pools == [{"socket": 0, "node": 0, "cpuset": "1,5"}, {"socket": 1, "node": 1, "cpuset": "2-3,6"}]
     # explicit reservedCPUs win over the cpu quantity; non-exclusive system CPUs stay in the pools
-    node = nrt.NodeInfo("n1", annotations={
+    node = NodeInfo("n1", annotations={
         "node.koordinator.sh/reservation": '{"resources":{"cpu":"2"},"reservedCPUs":"3,1-2"}',
         "node.koordinator.sh/system-qos-resource": '{"cpuset":"7","cpusetExclusive":false}'})
-    s = nrt.build_status(two_socket_topology(), [], node, None)
+    s = nrt_status(two_socket_topology(), [], node, None)
     assert ann(s, "node.koordinator.sh/reservation")["reservedCPUs"] == "1-3"
     assert ann(s, "node.koordinator.sh/be-cpu-shared-pools") == [{"socket": 0, "node": 0, "cpuset": "0,4-5"},
                                                                   {"socket": 1, "node": 1, "cpuset": "6-7"}]
 
 
 def test_malformed_system_qos_annotation_is_reported_empty_not_fatal(caplog):
-    node = nrt.NodeInfo("n1", annotations={"node.koordinator.sh/system-qos-resource": "[1,2"})
+    node = NodeInfo("n1", annotations={"node.koordinator.sh/system-qos-resource": "[1,2"})
     with caplog.at_level(logging.ERROR):
-        s = nrt.build_status(two_socket_topology(), [], node, None)
+        s = nrt_status(two_socket_topology(), [], node, None)
     assert s.annotations["node.koordinator.sh/system-qos-resource"] == "{}"
     assert "system-qos-resource" in caplog.text and "n1" in caplog.text
 
 
 def test_new_object_and_apply_keep_what_others_wrote():
-    node = nrt.NodeInfo("n1", uid="node-uid", labels={"node.koordinator.sh/enable-numa-reservation": "true"})
-    s = nrt.build_status(two_socket_topology(), [], node, None)
+    node = NodeInfo("n1", uid="node-uid", labels={"node.koordinator.sh/enable-numa-reservation": "true"})
+    s = nrt_status(two_socket_topology(), [], node, None)
     created = nrt.new_object(node)
     assert created["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": "n1",
                                                        "uid": "node-uid", "controller": True,
@@ -220,7 +229,7 @@ def test_new_object_and_apply_keep_what_others_wrote():
     existing["zones"].append({"name": "node-9", "type": "Node", "resources": []})
     assert nrt.difference(existing, s) == "zones"
     node2 = dataclasses.replace(node, labels={})        # the Node lost the label
-    s2 = nrt.build_status(two_socket_topology(), [], node2, None)
+    s2 = nrt_status(two_socket_topology(), [], node2, None)
     out = nrt.apply(existing, s2)
     assert out["metadata"]["annotations"]["other.io/x"] == "1"
     assert "node.koordinator.sh/enable-numa-reservation" not in out["metadata"]["labels"]
@@ -232,8 +241,8 @@ def test_new_object_and_apply_keep_what_others_wrote():
 
 def test_difference_finds_each_managed_change_and_ignores_formatting():
     topo = two_socket_topology()
-    s = nrt.build_status(topo, [], nrt.NodeInfo("n1"), None)
-    obj = nrt.apply(nrt.new_object(nrt.NodeInfo("n1")), s)
+    s = nrt_status(topo, [], NodeInfo("n1"), None)
+    obj = nrt.apply(nrt.new_object(NodeInfo("n1")), s)
     assert nrt.difference(obj, s) == ""
     assert nrt.difference(None, s) == "no object"
     reformatted = json.loads(json.dumps(obj))
@@ -256,6 +265,6 @@ def test_cpu_less_numa_nodes_memory_only_is_a_zone_gpu_memory_is_not():
     topo = two_socket_topology()
     topo = dataclasses.replace(topo, nodes=topo.nodes + (
         NUMANode(2, (), {"MemTotal": 2**20}, {}), NUMANode(3, (), {"MemTotal": 2**20}, {}, gpu_memory=True)))
-    zones = nrt.build_status(topo, [], nrt.NodeInfo("n1"), None).zones
+    zones = nrt_status(topo, [], NodeInfo("n1"), None).zones
     assert [z["name"] for z in zones] == ["node-0", "node-1", "node-2"]
     assert {r["name"]: r["capacity"] for r in zones[2]["resources"]}["cpu"] == "0"

@@ -2,7 +2,7 @@ import pytest
 
 from koordlet.host.cgroup import KubeQOS
 from koordlet.states.pod import kube_qos_of, pod_from_k8s
-from tests.fakehost import pod_object
+from tests.builders import pod_object
 
 
 def res(req=None, lim=None):

@@ -12,6 +12,7 @@ from koordlet.podresources.merge import assign, merge
 from koordlet.rules.devices import allocation_ids, device_count
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from koordlet.states.pod import pod_from_k8s
+from tests import builders
 from proto.podresources import api_pb2 as pb
 
 GPU0, GPU1 = "GPU-5b1f0000-0000-0000-0000-000000000000", "GPU-7c2e0000-0000-0000-0000-000000000000"
@@ -29,8 +30,9 @@ def pod_object(name, containers, allocated=None, sidecars=(), uid="11111111-2222
     if sidecars:
         spec["initContainers"] = [spec_container(n, lim, restartPolicy="Always") for n, lim in sidecars]
         spec["initContainers"].append(spec_container("migrate", {}))     # a plain init container: not listed
-    return {"metadata": {"name": name, "namespace": ns, "uid": uid, "annotations": ann},
-            "spec": spec, "status": {"phase": phase}}
+    return builders.pod_object(uid, name, namespace=ns, annotations=ann, phase=phase, qos=None,
+                               spec_containers=spec["containers"], init_containers=spec.get("initContainers"),
+                               statuses=False, api_version=False, labels_key=False)
 
 
 def pod(*args, **kwargs):

@@ -7,7 +7,7 @@ from koordlet.prediction.feed import Prediction, training_samples
 from koordlet.prediction.server import PredictionConfig, Resources, node_item_key
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import pod_object
+from tests.builders import pod_object
 
 NOW = 1_800_000_000.0
 UID_PROD, UID_BATCH, UID_IDLE = ("00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b",

@@ -3,14 +3,15 @@ import os
 
 import pytest
 
+from koordlet.component import Tick
 from koordlet.collectors.psi import PSICollector
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.host.paths import HostPaths
 from koordlet.host.psi import PSI, PSILine, ZERO_LINE, cgroup_psi, node_psi, parse_pressure, read_pressure
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import host_paths, pod_object
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 
@@ -148,7 +149,7 @@ def test_collect_pods_containers_and_node(setup):
     write_node(host)
     web, db = make_pods(host, cg)
     assert coll.supported()[0] and coll.node_supported()[0] and coll.cgroup_supported()[0]
-    got = by_key(coll.collect(100.0, (web, db)))
+    got = by_key(coll.collect(Tick(100.0, (web, db))))
     # 2 pods × 7 + 3 containers × 7 + node: 3 some + 3 full
     assert len(got) == 2 * 7 + 3 * 7 + 6
     # pod: avg10 of some and full per resource; cpu full absent in the file → stored 0 and flagged unsupported
@@ -171,7 +172,7 @@ def test_collect_pods_containers_and_node(setup):
     assert got[("node_psi", psi_labels("some", "mem"))] == 4.0
     assert got[("node_psi", psi_labels("full", "io"))] == 0.0
     assert got[("node_psi", psi_labels("full", "cpu"))] == 0.5
-    assert all(s.ts == 100.0 for s in coll.collect(100.0, (web, db)))
+    assert all(s.ts == 100.0 for s in coll.collect(Tick(100.0, (web, db))))
 
     # Prometheus: avg10/60/300; full rows only where the kernel has them; cpu_full_supported per row's resource
     pod = dict(pod_uid="u-web", pod_name="web", pod_namespace="ns1")
@@ -196,7 +197,7 @@ def test_collect_pods_containers_and_node(setup):
 def test_gauges_of_a_pod_that_went_away_are_removed(setup, caplog):
     host, cg, metrics, coll = setup
     web, db = make_pods(host, cg)
-    coll.collect(1.0, (web, db))
+    coll.collect(Tick(1.0, (web, db)))
     web_row = dict(pod_uid="u-web", pod_name="web", pod_namespace="ns1", psi_resource_type="mem",
                    psi_precision="avg10", psi_degree="some", cpu_full_supported="true")
     side_row = dict(container_id=B, container_name="side", pod_uid="u-web", pod_name="web", pod_namespace="ns1",
@@ -209,14 +210,14 @@ def test_gauges_of_a_pod_that_went_away_are_removed(setup, caplog):
     host.remove(web.containers[1][1])
     host.remove(web.cgroup_dir)
     with caplog.at_level(logging.INFO, logger="koordlet"):
-        got = by_key(coll.collect(2.0, (web, db)))
+        got = by_key(coll.collect(Tick(2.0, (web, db))))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert skipped(metrics, "vanished") == 3
     assert not any(dict(k[1]).get("pod_uid") == "u-web" for k in got)
     assert gauge(metrics, "koordlet_pod_psi", **web_row) is None
     assert gauge(metrics, "koordlet_container_psi", **side_row) is None
     # ... and then it leaves the informer: nothing of it is left on /metrics, the other pod is untouched
-    coll.collect(3.0, (db,))
+    coll.collect(Tick(3.0, (db,)))
     text = "\n".join(f"{s.name}{s.labels}" for m in metrics.registry.collect() for s in m.samples
                      if "psi" in s.name)
     assert "u-web" not in text and "u-db" in text
@@ -227,12 +228,12 @@ def test_gauges_of_a_pod_that_went_away_are_removed(setup, caplog):
 def test_full_line_appearing_changes_the_label_set_without_leaving_the_old_one(setup):
     host, cg, metrics, coll = setup
     web, db = make_pods(host, cg)
-    coll.collect(1.0, (web, db))
+    coll.collect(Tick(1.0, (web, db)))
     row = dict(pod_uid="u-web", pod_name="web", pod_namespace="ns1", psi_resource_type="cpu",
                psi_precision="avg10", psi_degree="some")
     assert gauge(metrics, "koordlet_pod_psi", **row, cpu_full_supported="false") == 11.0
     write_pressure(host, web.cgroup_dir, cpu=(11.0, 12.0, 13.0, 1))       # now with a full line
-    coll.collect(2.0, (web, db))
+    coll.collect(Tick(2.0, (web, db)))
     assert gauge(metrics, "koordlet_pod_psi", **row, cpu_full_supported="false") is None
     assert gauge(metrics, "koordlet_pod_psi", **row, cpu_full_supported="true") == 11.0
 
@@ -243,7 +244,7 @@ def test_malformed_file_is_counted_and_logged_once(setup, caplog):
     write_pressure(host, web.containers[0][1], raw={"memory.pressure": "some avg10=oops\n"})
     with caplog.at_level(logging.WARNING, logger="koordlet"):
         for t in (1.0, 2.0, 3.0):
-            got = by_key(coll.collect(t, (web, db)))
+            got = by_key(coll.collect(Tick(t, (web, db))))
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert web.containers[0][1] in warnings[0] and "memory.pressure" in warnings[0] and "oops" in warnings[0]
@@ -268,16 +269,16 @@ def test_without_cgroup_pressure_files_pods_are_skipped_and_supported_says_why(s
     assert "absent" in coll.node_supported()[1]
     with caplog.at_level(logging.INFO, logger="koordlet"):
         for t in (1.0, 2.0, 3.0):
-            assert coll.collect(t, (web, db)) == []
+            assert coll.collect(Tick(t, (web, db))) == []
     assert len(caplog.records) == 1 and "PSI unavailable" in caplog.records[0].getMessage()
     assert skipped(metrics, "vanished") == skipped(metrics, "error") == 0     # not counted as churn
 
     # the node part alone works; and pod PSI starts once kubepods has the files (no restart)
     write_node(host)
     assert coll.supported()[0] and not coll.cgroup_supported()[0]
-    assert {s.name for s in coll.collect(4.0, (web, db))} == {"node_psi"}
+    assert {s.name for s in coll.collect(Tick(4.0, (web, db)))} == {"node_psi"}
     make_pods(host, cg)
-    assert {s.name for s in coll.collect(5.0, (web, db))} >= {"node_psi", "pod_psi", "container_psi"}
+    assert {s.name for s in coll.collect(Tick(5.0, (web, db)))} >= {"node_psi", "pod_psi", "container_psi"}
 
 
 def test_v1_pressure_files_live_under_cpuacct(tmp_path):
@@ -296,7 +297,7 @@ def test_v1_pressure_files_live_under_cpuacct(tmp_path):
 
 # --- the real kernel ---------------------------------------------------------------------------------------
 
-REAL = HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+REAL = host_paths()
 
 
 def test_real_node_pressure_files():
@@ -323,7 +324,7 @@ def test_real_node_pressure_files():
     metrics = AgentMetrics("n1")
     coll = PSICollector(REAL, Cgroups("/sys/fs/cgroup", CgroupVersion.V1, Driver.CGROUPFS), metrics)
     assert coll.node_supported()[0]
-    samples = [s for s in coll.collect(1.0, ()) if s.name == "node_psi"]
+    samples = [s for s in coll.collect(Tick(1.0, ())) if s.name == "node_psi"]
     assert {dict(s.labels)["psi_resource"] for s in samples} == {"cpu", "mem", "io"}
     assert gauge(metrics, "koordlet_node_psi", psi_resource_type="mem", psi_precision="avg300",
                  psi_degree="some") is not None

@@ -6,12 +6,15 @@ import json
 
 import pytest
 
+from koordlet.decode import DecodeError
+
 from koordlet.host.cgroup import KubeQOS
-from koordlet.qos import NodeView
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.nodestate import NodeView
+from koordlet.states.node import NodeInfo
 from koordlet.rules import cpu_qos, resources
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
+from tests.builders import pod_object
 
 
 def slo(policy=None, lsr=None, ls=None, be=None, threshold=None):
@@ -33,14 +36,9 @@ def pod(qos_label=None, kube="Burstable", annotations=None, labels=None, contain
     lb = dict(labels or {})
     if qos_label is not None:
         lb["koordinator.sh/qosClass"] = qos_label
-    spec_containers, statuses = [], []
-    for i, res in enumerate(containers):
-        spec_containers.append({"name": f"c{i}", "resources": res})
-        statuses.append({"name": f"c{i}", "containerID": f"containerd://{i:064x}"})
-    return pod_from_k8s({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": lb,
-                                      "annotations": dict(annotations or {})},
-                         "spec": {"containers": spec_containers},
-                         "status": {"qosClass": kube, "containerStatuses": statuses}})
+    return pod_from_k8s(pod_object("u-1", "p", namespace="ns", labels=lb, annotations=dict(annotations or {}),
+                                   qos=kube, phase=None, containers={f"c{i}": f"{i:064x}" for i in range(len(containers))},
+                                   resources={f"c{i}": res for i, res in enumerate(containers)}))
 
 
 ALL_ON = {"enable": True}
@@ -56,35 +54,35 @@ ALL_ON = {"enable": True}
 ])
 def test_pod_bvt_all_classes_enabled(label, kube, expected):
     rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
-    assert cpu_qos.pod_bvt(rule, pod(label, kube)) == (expected, None)
+    assert cpu_qos.pod_bvt(rule, pod(label, kube)) == expected
 
 
 def test_defaults_disable_everything_and_root_dir_is_always_zero():
     rule = cpu_qos.cpu_qos_rule(slo())
     assert not rule.enabled
     assert [rule.kube_dir_bvt(q) for q in KubeQOS] == [0, 0, 0]
-    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == (0, None)
+    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == 0
     on = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
     assert [on.kube_dir_bvt(q) for q in KubeQOS] == [0, 2, -1]
 
 
 def test_guaranteed_without_class_uses_ls_when_lsr_is_off():
     rule = cpu_qos.cpu_qos_rule(slo(ls={"enable": True, "groupIdentity": 1}))
-    assert cpu_qos.pod_bvt(rule, pod(None, "Guaranteed")) == (1, None)
-    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed")) == (0, None)
+    assert cpu_qos.pod_bvt(rule, pod(None, "Guaranteed")) == 1
+    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed")) == 0
 
 
 def test_core_sched_policy_turns_group_identity_off():
     rule = cpu_qos.cpu_qos_rule(slo("coreSched", lsr=ALL_ON, ls=ALL_ON, be={"enable": True, "schedIdle": 1}))
-    assert not rule.enabled and cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == (0, None)
+    assert not rule.enabled and cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == 0
     assert rule.idle == {KubeQOS.GUARANTEED: 0, KubeQOS.BURSTABLE: 0, KubeQOS.BESTEFFORT: 1}
 
 
 @pytest.mark.parametrize("annotation,expected", [
-    ({"enable": True, "groupIdentity": 1}, (1, None)),
-    ({"enable": True}, (2, None)),                       # class value kept
-    ({"enable": False, "groupIdentity": 2}, (0, None)),
-    ({"groupIdentity": 2}, (0, None)),                   # enable missing = off
+    ({"enable": True, "groupIdentity": 1}, 1),
+    ({"enable": True}, 2),                               # class value kept
+    ({"enable": False, "groupIdentity": 2}, 0),
+    ({"groupIdentity": 2}, 0),                           # enable missing = off
 ])
 def test_cpu_qos_annotation_for_ls_pods(annotation, expected):
     rule = cpu_qos.cpu_qos_rule(slo(ls=ALL_ON))
@@ -93,20 +91,23 @@ def test_cpu_qos_annotation_for_ls_pods(annotation, expected):
 
 
 @pytest.mark.parametrize("raw,problem", [
-    ("{not json", "malformed"), ('{"enable": true, "groupIdentity": 7}', "-1..2"),
-    ('{"enable": "yes"}', "boolean"), ("[1]", "object"), ('{"enable": true, "groupIdentity": true}', "-1..2"),
+    ("{not json", "not JSON"), ('{"enable": true, "groupIdentity": 7}', "-1..2"),
+    ('{"enable": "yes"}', "boolean"), ("[1]", "object"), ('{"enable": true, "groupIdentity": true}', "integer"),
 ])
 def test_malformed_cpu_qos_annotation_keeps_the_class_value(raw, problem):
     rule = cpu_qos.cpu_qos_rule(slo(ls=ALL_ON))
-    value, why = cpu_qos.pod_bvt(rule, pod("LS", annotations={"koordinator.sh/cpuQOS": raw}))
-    assert value == 2 and problem in why and "koordinator.sh/cpuQOS" in why
+    p = pod("LS", annotations={"koordinator.sh/cpuQOS": raw})
+    with pytest.raises(DecodeError) as e:
+        cpu_qos.pod_bvt(rule, p)
+    assert problem in str(e.value) and e.value.key == "koordinator.sh/cpuQOS"
+    assert cpu_qos.class_pod_bvt(rule, p) == 2          # what the callers fall back to
 
 
 def test_cpu_qos_annotation_ignored_for_other_classes():
     rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, be=ALL_ON))
     ann = {"koordinator.sh/cpuQOS": '{"enable": true, "groupIdentity": 1}'}
-    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort", annotations=ann)) == (-1, None)
-    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed", annotations={"koordinator.sh/cpuQOS": "{"})) == (2, None)
+    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort", annotations=ann)) == -1
+    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed", annotations={"koordinator.sh/cpuQOS": "{"})) == 2
 
 
 @pytest.mark.parametrize("be,bvt_supported,expected_be", [
@@ -156,7 +157,7 @@ def test_container_cpuset(label, kube, annotations, policy, expected):
 @pytest.mark.parametrize("raw", ["{", '{"cpuset": 3}', '{"cpuset": "x-y"}', '{"numaNodeResources": [{"node": "a"}]}',
                                  "[]"])
 def test_malformed_resource_status_is_refused_with_the_key(raw):
-    with pytest.raises(ValueError, match="scheduling.koordinator.sh/resource-status"):
+    with pytest.raises(DecodeError, match="scheduling.koordinator.sh/resource-status"):
         resources.resource_status(pod("LSR", "Guaranteed", {"scheduling.koordinator.sh/resource-status": raw}))
 
 

@@ -9,11 +9,11 @@ from koordlet.executor import Executor
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
+from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
-from koordlet.qos.reconciler import Reconciler, pools_from_annotations
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.qos.reconciler import Reconciler
+from koordlet.states.node import NodeInfo
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
 from tests.unit.test_qos_rules import BATCH, pod, slo
@@ -97,12 +97,12 @@ def test_group_identity_on_an_anolis_tree(tmp_path, caplog):
     # GI on: core scheduling off first, then the GI switch
     assert open(paths.proc("sys/kernel/sched_core")).read() == "0"
     assert open(paths.proc("sys/kernel/sched_group_identity_enabled")).read() == "1"
-    assert caplog.text.count("koordinator.sh/cpuQOS is malformed") == 1
+    assert caplog.text.count("koordinator.sh/cpuQOS: not JSON") == 1
     assert value(cg, "cpu", "kubepods/besteffort", "cpu.idle") == "0"     # bvt works: idle left alone
     before = len(ex.events())
     strategy.reconcile(view, ex)
     assert len(ex.events()) == before                                       # converged: nothing more
-    assert caplog.text.count("koordinator.sh/cpuQOS is malformed") == 1     # no log spam per cycle
+    assert caplog.text.count("koordinator.sh/cpuQOS: not JSON") == 1     # no log spam per cycle
 
     # turning the classes off resets every level to 0 (the kernel switch stays on: files are the switch)
     strategy.reconcile(NodeView(metas, slo(), view.host_apps, None, NodeInfo("n")), ex)  # type: ignore[arg-type]
@@ -145,10 +145,8 @@ def test_pod_resources_cpuset_and_batch(tmp_path, caplog):
     for m in metas:
         with open(cg.path("cpu", m.cgroup_dir, "cpu.cfs_quota_us"), "w") as f:
             f.write("400000\n")
-    annotations = {"node.koordinator.sh/cpu-shared-pools": '[{"socket":0,"node":0,"cpuset":"0-3"},'
-                                                           '{"socket":0,"node":1,"cpuset":"6-7"}]'}
     view = NodeView(metas, slo(), (HostApp("nginx", "koord-prod", "LS", "host-latency-sensitive/nginx"),),
-                    None, NodeInfo("n"), **pools_from_annotations(annotations))  # type: ignore[arg-type]
+                    None, NodeInfo("n"), ls_pools={0: (0, 1, 2, 3), 1: (6, 7)})  # type: ignore[arg-type]
     mkcg(cg, "host-latency-sensitive/nginx", ())
     ex = Executor(cg)
     strategy = PodResources()

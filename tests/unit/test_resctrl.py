@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
+from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host import resctrl as hr
 from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
 from koordlet.metrics import AgentMetrics
-from koordlet.qos import NodeView
-from koordlet.qos.resctrl import (ANNOTATION_RESCTRL, Resctrl, class_schemata, l3_mask, mb_value,
+from koordlet.states.nodestate import NodeView
+from koordlet.qos.resctrl import (Resctrl, class_schemata, l3_mask, mb_value,
                                   parse_pod_resctrl, pod_schemata)
-from koordlet.reporters.nrt import NodeInfo
+from koordlet.states.node import NodeInfo
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.nodeslo import NodeSLOSpec, ResctrlQOSCfg, merge_node_slo_spec
 from koordlet.states.pod import Container, Pod
@@ -141,8 +142,8 @@ def test_annotation_unset_parts_are_the_kernel_defaults(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("raw,problem", [
-    ("not json", "not valid JSON"),
-    ("[]", "must be an object"),
+    ("not json", "not JSON"),
+    ("[]", "expected an object"),
     ('{"llc": 5}', "llc must be an object"),
     ('{"llc":{"schemata":{"range":[0]}}}', "llc.schemata.range must be [start, end]"),
     ('{"llc":{"schemata":{"range":[50,10]}}}', "0 <= start < end <= 100"),
@@ -211,7 +212,7 @@ class Env:
             self._next_id += 1
             cs.append((Container(f"c{len(cs)}", "containerd", cid), tids))
         labels = {QOS_LABEL: qos_class} if qos_class else {}
-        annotations = {ANNOTATION_RESCTRL: annotation} if annotation is not None else {}
+        annotations = {wire.ANNOTATION_POD_RESCTRL: annotation} if annotation is not None else {}
         pod = Pod(uid=uid, name=f"p-{uid}", namespace="ns", kube_qos=KUBE[kube], labels=labels,
                   annotations=annotations, phase=phase, containers=tuple(c for c, _ in cs), created=created)
         meta = meta_for(pod, self.layout)
@@ -225,7 +226,7 @@ class Env:
 
     def set_annotation(self, uid: str, annotation: str | None) -> None:
         meta = self.pods[uid]
-        annotations = {ANNOTATION_RESCTRL: annotation} if annotation is not None else {}
+        annotations = {wire.ANNOTATION_POD_RESCTRL: annotation} if annotation is not None else {}
         pod = Pod(**{**meta.pod.__dict__, "annotations": annotations})
         self.pods[uid] = PodMeta(pod, meta.cgroup_dir, meta.containers)
 
@@ -505,7 +506,7 @@ def test_malformed_annotation(tmp_path: Any, caplog: pytest.LogCaptureFixture) -
         env.cycle()
         env.cycle()
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "ns/p-bad" in lines[0] and ANNOTATION_RESCTRL in lines[0] and "40, 20" in lines[0]
+    assert len(lines) == 1 and "ns/p-bad" in lines[0] and wire.ANNOTATION_POD_RESCTRL in lines[0] and "40, 20" in lines[0]
     assert env.fake.group_of(91) == "BE" and env.fake.group_of(92) == "koordlet-good"
     assert "koordlet-bad" not in hr.list_groups(env.fake.root)
 

@@ -26,9 +26,10 @@ from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import (Topology, parse_cpu_manager_state, parse_cpu_mask, parse_node_meminfo,
                                     read_cpu_manager_state, read_topology)
-from koordlet.topology import (ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY, annotations,
-                               cpu_basic_info_annotation, cpu_topology_annotation, format_cpu_list, go_json, render,
-                               to_dict)
+from koordlet.topology import (ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY, cpu_basic_info_annotation,
+                               cpu_topology_annotation, format_cpu_list, go_json, render, to_dict,
+                               topology_annotations)
+from tests.builders import host_paths
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "sysfs-hwloc"
@@ -354,7 +355,7 @@ def test_annotation_values(fx, loaded):
         cpu = topo.cpu(d["id"])
         assert (d["core"], d["socket"], d["node"]) == (cpu.core, cpu.socket, cpu.node)
         assert list(d) == ["id", "core", "socket", "node"]
-    values = annotations(topo)
+    values = topology_annotations(topo)
     assert json.loads(values[ANNOTATION_CPU_TOPOLOGY]) == {"detail": detail}
     basic = json.loads(values[ANNOTATION_CPU_BASIC_INFO])
     assert basic["cpuModel"] == topo.basic.cpu_model
@@ -381,6 +382,53 @@ def _as_lscpu(topo: Topology, cache_names: list[str]) -> dict[int, tuple[str, ..
     return rows
 
 
+def _lscpu_version() -> tuple[int, ...]:
+    out = subprocess.run(["lscpu", "--version"], capture_output=True, text=True, timeout=20,
+                         env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+# The util-linux releases whose SOCKET/CORE/CACHE *numbers* we checked ours against, row by row. lscpu was
+# rewritten in 2.37 and how it numbers cores and caches (logical indexes, sysfs ``id`` files) has changed between
+# releases since; with any other release only what every release agrees on is compared: NODE and ONLINE as
+# printed, and which CPUs share a socket, a core, and each cache (the grouping, whatever the labels).
+LSCPU_NUMBERING_CHECKED = {(2, 38)}
+
+
+def _groups(rows: dict[int, tuple[str, ...]], column: int) -> tuple[set[frozenset[int]], set[int]]:
+    """The CPUs sharing each value of one column, and the CPUs without a value ("-")."""
+    by_value: dict[str, set[int]] = {}
+    missing = set()
+    for cpu, row in rows.items():
+        if row[column] == "-":
+            missing.add(cpu)
+        else:
+            by_value.setdefault(row[column], set()).add(cpu)
+    return {frozenset(v) for v in by_value.values()}, missing
+
+
+def _split_caches(rows: dict[int, tuple[str, ...]], n: int) -> dict[int, tuple[str, ...]]:
+    """(NODE, SOCKET, CORE, "a:b:c", ONLINE) -> (NODE, SOCKET, CORE, a, b, c, ONLINE)."""
+    split = {}
+    for cpu, (node, socket, core, caches, online) in rows.items():
+        ids = tuple(caches.split(":")) if caches != "-" else ("-",) * n
+        split[cpu] = (node, socket, core, *ids, online)
+    return split
+
+
+def assert_matches_lscpu(ours: dict[int, tuple[str, ...]], theirs: dict[int, tuple[str, ...]],
+                         cache_names: list[str]) -> None:
+    if _lscpu_version() in LSCPU_NUMBERING_CHECKED:
+        assert ours == theirs
+        return
+    assert ours.keys() == theirs.keys()
+    assert {c: (r[0], r[-1]) for c, r in ours.items()} == {c: (r[0], r[-1]) for c, r in theirs.items()}
+    a, b = _split_caches(ours, len(cache_names)), _split_caches(theirs, len(cache_names))
+    for column, name in enumerate(["SOCKET", "CORE", *cache_names], start=1):
+        assert _groups(a, column) == _groups(b, column), name
+
+
 needs_lscpu = pytest.mark.skipif(shutil.which("lscpu") is None, reason="lscpu (util-linux) not installed")
 
 
@@ -389,13 +437,30 @@ needs_lscpu = pytest.mark.skipif(shutil.which("lscpu") is None, reason="lscpu (u
 def test_numbering_matches_lscpu_on_the_dumps(fx, loaded):
     topo, _, root = loaded(fx)
     rows, cache_names = _lscpu(str(root))
-    assert _as_lscpu(topo, cache_names) == rows
+    assert_matches_lscpu(_as_lscpu(topo, cache_names), rows, cache_names)
+
+
+def test_lscpu_comparison_tolerates_renumbering_but_not_regrouping(monkeypatch):
+    """Another util-linux release may number cores and caches differently: the same grouping under other labels
+    passes, a different grouping does not."""
+    ours = {0: ("0", "0", "0", "0:0", "yes"), 1: ("0", "0", "0", "0:0", "yes"),
+            2: ("0", "0", "1", "1:0", "yes"), 3: ("0", "0", "1", "1:0", "yes")}
+    renumbered = {0: ("0", "0", "4", "8:2", "yes"), 1: ("0", "0", "4", "8:2", "yes"),
+                  2: ("0", "0", "6", "9:2", "yes"), 3: ("0", "0", "6", "9:2", "yes")}
+    regrouped = {**renumbered, 1: ("0", "0", "6", "8:2", "yes")}
+    monkeypatch.setattr(f"{__name__}._lscpu_version", lambda: (99, 0))
+    assert_matches_lscpu(ours, renumbered, ["L1d", "L2"])
+    with pytest.raises(AssertionError):
+        assert_matches_lscpu(ours, regrouped, ["L1d", "L2"])
+    monkeypatch.setattr(f"{__name__}._lscpu_version", lambda: min(LSCPU_NUMBERING_CHECKED))
+    with pytest.raises(AssertionError):
+        assert_matches_lscpu(ours, renumbered, ["L1d", "L2"])
 
 
 # ----------------------------------------------------------------------------------------------- this machine
 
 
-REAL = HostPaths("/sys/fs/cgroup", "/sys", "/sys/fs", "/proc", "/var/run", "/run", "/var/lib/kubelet")
+REAL = host_paths()
 
 
 @pytest.fixture(scope="module")
@@ -429,7 +494,7 @@ def test_this_machine_against_cpu_count_and_cpuinfo(real_topo):
 @needs_lscpu
 def test_this_machine_matches_lscpu(real_topo):
     rows, cache_names = _lscpu(None)
-    assert _as_lscpu(real_topo, cache_names) == rows
+    assert_matches_lscpu(_as_lscpu(real_topo, cache_names), rows, cache_names)
 
 
 # ----------------------------------------------------------------------------------------------- fake trees

@@ -1,7 +1,9 @@
+import time
 import os
 
 import pytest
 
+from koordlet.component import Tick
 from koordlet.collectors.usage import NUMACollector, SharedState, UsageCollection
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.procfs import CLK_TCK, read_cpu_stat
@@ -9,7 +11,8 @@ from koordlet.host.topology import read_topology
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost, pod_object
+from tests.fakehost import CgroupValues, FakeHost
+from tests.builders import pod_object
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 MiB = 2**20
@@ -253,7 +256,7 @@ def test_collection_cycle_includes_numa_samples(tmp_path):
     coll = UsageCollection(host.paths, Cgroups.detect(host.paths), AgentMetrics("n1"), interval=1.0,
                            outdated=10.0)
     host.set_proc_stat(busy=0, idle=0, per_cpu={0: 0, 1: 0, 2: 0})
-    coll.run(())
+    coll.collect(Tick(time.time(), ()))
     host.set_proc_stat(busy=3 * CLK_TCK, idle=0, per_cpu={0: CLK_TCK, 1: CLK_TCK, 2: CLK_TCK})
-    names = {(s.name, s.labels) for s in coll.run(()).samples}
+    names = {(s.name, s.labels) for s in coll.collect(Tick(time.time(), ()))}
     assert {cpu(0), cpu(1), mem(0), mem(1), mem(2), ("node_cpu_usage", ())} <= names

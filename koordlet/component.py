@@ -1,0 +1,251 @@
+"""Components: how a QoS strategy, a collector, a report or a service declares itself, and the loops that run them.
+
+Each component module ends with one ``PLUGIN = Plugin(...)`` line: its name, the feature gates that enable it, the
+options it also needs, how it builds itself from a :class:`Context`, its period (collectors and reports) and, where
+the host may lack what it needs, a probe that says so (``koordlet doctor`` prints these). The package lists its
+plugins in order (``koordlet/qos/__init__.py``, ``koordlet/collectors/__init__.py``,
+``koordlet/reporters/__init__.py``, ``koordlet/services.py``); the agent builds the enabled ones and runs them under
+:class:`Loops`. Adding a component is its module plus one line in that list (plus the config table if it has
+options). Upstream koordlet does the same with its plugin maps.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
+
+from koordlet.config import Config
+from koordlet.host.cgroup import Cgroups
+from koordlet.host.paths import HostPaths
+from koordlet.logutil import LogOnce
+from koordlet.metriccache import MetricCache, Sample
+from koordlet.metrics import AgentMetrics
+from koordlet.states.hostapps import HostApp
+from koordlet.states.informer import PodMeta
+from koordlet.states.nodestate import NodeState, NodeView
+
+if TYPE_CHECKING:
+    from koordlet.executor import Executor
+    from koordlet.prediction.feed import Prediction
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Probe = Callable[[Config, HostPaths, Cgroups], "tuple[bool, str]"]
+
+# a loop that failed this many times in a row turns /healthz red (it keeps running)
+UNHEALTHY_AFTER = 3
+
+
+@dataclass
+class Context:
+    """What a component builds itself from: everything wired, nothing started."""
+
+    config: Config
+    paths: HostPaths
+    cgroups: Cgroups
+    metrics: AgentMetrics
+    cache: MetricCache
+    node: NodeState
+    prediction: Prediction
+    executor: Executor | None = None       # the only kernel writer; None: enforcement off (not root, interval 0)
+    nudge: Callable[[], None] = lambda: None   # run the next QoS cycle now (set once the reconciler exists)
+    view: Callable[[], NodeView | None] = lambda: None   # the latest NodeView (set by the agent)
+    persist: bool = True                   # False for one-shot commands: touch no state on disk
+
+
+class StartupError(RuntimeError):
+    """The agent cannot start with this configuration on this host (the message says what to fix)."""
+
+
+def _always(config: Config) -> bool:
+    return True
+
+
+def running_as_root() -> bool:
+    """Enforcement (executor, reconciler, NRI hooks) needs root; without it the agent collects and reports."""
+    return os.geteuid() == 0
+
+
+def host_probe(check: Callable[[HostPaths, Cgroups], tuple[bool, str]]) -> Probe:
+    """A :mod:`koordlet.host.probes` check as a plugin probe (one that needs no option)."""
+    return lambda config, paths, cgroups: check(paths, cgroups)
+
+
+def collecting(config: Config) -> bool:
+    """Usage collection is on: strategies that read usage back from the metric cache need it."""
+    return config.collect_res_used_interval > 0
+
+
+@dataclass(frozen=True)
+class Plugin(Generic[T]):
+    """A component's declaration (see the module docstring). ``build`` may return None when the host lacks what
+    the component needs; it then logs why once."""
+
+    name: str
+    build: Callable[[Context], T | None]
+    gates: tuple[str, ...] = ()                            # enabled when any is on; () = always
+    when: Callable[[Config], bool] = _always               # options it also needs (an interval > 0, a flag)
+    period: Callable[[Config], float] | None = None        # collectors and reports: seconds between runs
+    probe: Probe | None = None                             # does this host support it, and why not
+    primary: bool = False                                  # collectors: part of the main usage cycle (run --once)
+
+    def enabled(self, config: Config) -> bool:
+        return (not self.gates or any(config.gate(g) for g in self.gates)) and self.when(config)
+
+
+def build_enabled(plugins: tuple[Plugin[T], ...], ctx: Context) -> list[tuple[Plugin[T], T]]:
+    """The enabled plugins built, in list order. A :class:`StartupError` (bad configuration) stops the agent;
+    any other failure of one build is logged and that component left out (the others go on)."""
+    out = []
+    for plugin in plugins:
+        if not plugin.enabled(ctx.config):
+            continue
+        try:
+            component = plugin.build(ctx)
+        except StartupError:
+            raise
+        except Exception as e:  # one component that cannot start must not stop the others
+            log.error("component not started name=%s error=%s", plugin.name, e)
+            continue
+        if component is not None:
+            out.append((plugin, component))
+    return out
+
+
+# --- the interfaces the agent drives -----------------------------------------------------------------------------
+
+
+class Strategy(Protocol):
+    """A QoS strategy: the desired kernel state for one feature, handed to the executor. Must not raise for bad
+    input (log once, fall back to defaults) and must be idempotent (an unchanged host costs no writes)."""
+
+    name: str
+
+    def reconcile(self, view: NodeView, executor: Executor) -> None: ...
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one collection run sees."""
+
+    now: float                              # Unix seconds
+    pods: tuple[PodMeta, ...]
+    host_apps: tuple[HostApp, ...] = ()
+    stop: threading.Event = field(default_factory=threading.Event)   # long windows (CPI) end early on it
+
+
+class Collector(Protocol):
+    """Reads the host through koordlet.host and returns metric-cache samples; errors are logged once inside."""
+
+    name: str
+
+    def collect(self, tick: Tick) -> list[Sample]: ...
+
+
+class Report(Protocol):
+    """Sends one kind of report. ``ready`` is False while what it needs is not there yet (a watch not synced);
+    ``send`` returns the result label (updated, created, unchanged, absent, written…) or raises."""
+
+    kind: str
+    wait_first: bool          # the first run after one interval (as upstream's NodeMetric), not at start
+
+    def interval(self) -> float: ...
+
+    def ready(self) -> bool: ...
+
+    def send(self, stop: threading.Event) -> str: ...
+
+
+# --- supervised loops --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Loop:
+    """One supervised thread: ``runs`` steps completed, ``failures`` in a row."""
+
+    name: str
+    target: Callable[[threading.Event], None]
+    runs: int = 0
+    failures: int = 0
+    thread: threading.Thread | None = None
+
+
+class Loops:
+    """Every agent thread goes through here: a step that raises is logged once, counted in
+    ``koordlet_loop_errors_total{loop}`` and the loop goes on; a loop failing :data:`UNHEALTHY_AFTER` times in a
+    row makes :meth:`healthy` false until it succeeds again."""
+
+    def __init__(self, stop: threading.Event, metrics: AgentMetrics) -> None:
+        self.stop = stop
+        self._metrics = metrics
+        self._bad = LogOnce(log, logging.ERROR)
+        self.loops: dict[str, Loop] = {}
+
+    def every(self, name: str, period: float, step: Callable[[], object]) -> Loop:
+        """``step`` every ``period`` seconds (its own duration included); overruns skip ticks, never burst."""
+        loop = Loop(name, lambda stop: None)
+
+        def run(stop: threading.Event) -> None:
+            next_tick = time.monotonic()
+            while not stop.is_set():
+                self._step(loop, step)
+                next_tick += period
+                delay = next_tick - time.monotonic()
+                if delay < 0:
+                    next_tick, delay = time.monotonic(), 0.0
+                if stop.wait(delay):
+                    return
+
+        loop.target = run
+        self.loops[name] = loop
+        return loop
+
+    def forever(self, name: str, target: Callable[[threading.Event], None], restart_after: float = 1.0) -> Loop:
+        """A long-running ``target(stop)`` (a watch, an event loop): restarted after ``restart_after`` seconds if it
+        raises, until stop."""
+        loop = Loop(name, lambda stop: None)
+
+        def run(stop: threading.Event) -> None:
+            while not stop.is_set():
+                if self._step(loop, lambda: target(stop)) or stop.wait(restart_after):
+                    return
+
+        loop.target = run
+        self.loops[name] = loop
+        return loop
+
+    def _step(self, loop: Loop, step: Callable[[], object]) -> bool:
+        try:
+            step()
+        except Exception as e:   # nothing may end a loop: count, log once, go on
+            loop.failures += 1
+            self._metrics.loop_errors.labels(self._metrics.node, loop.name).inc()
+            if self._bad(loop.name, "loop step failed loop=%s error=%s", loop.name, e):
+                log.debug("loop failure detail loop=%s", loop.name, exc_info=True)
+            return False
+        loop.runs += 1
+        loop.failures = 0
+        if self._bad.forget(loop.name):
+            log.info("loop recovered loop=%s", loop.name)
+        return True
+
+    def start(self) -> None:
+        for loop in self.loops.values():
+            if loop.thread is None:
+                loop.thread = threading.Thread(target=loop.target, args=(self.stop,), name=loop.name, daemon=True)
+                loop.thread.start()
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for loop in self.loops.values():
+            if loop.thread is not None:
+                loop.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def healthy(self) -> tuple[bool, str]:
+        failing = sorted(n for n, loop in self.loops.items() if loop.failures >= UNHEALTHY_AFTER)
+        return (False, "failing loops: " + ",".join(failing)) if failing else (True, "ok")

@@ -1,0 +1,197 @@
+"""The one decoder for JSON carried in annotations (pod, node and our own NRT/Device ones).
+
+Pod annotations are written by tenants and read by an agent that runs as root on every node, so every value is
+decoded here, with bounds, and fails in one way only: :class:`DecodeError` (a ``ValueError``) naming the
+annotation key and what was wrong. The parsers of the individual formats (``resource-status``,
+``device-allocated``, ``cpuQOS``, ...) live next to their users and are built from the helpers below; each is
+wrapped in :func:`decoder`, so a bug triggered by hostile input surfaces as a DecodeError about that annotation
+(the caller then drops that part of that pod) and never as a TypeError or RecursionError that fails a whole
+strategy or NRI answer.
+
+Bounds, checked before ``json.loads`` runs:
+
+- **size**: :data:`MAX_BYTES` = 64 KiB of UTF-8. The Kubernetes API server caps *all* annotations of an object
+  together at 256 KiB; the largest real value we read (``device-allocated`` of an 8-GPU pod with 8 RDMA VFs, a
+  ``resource-status`` with every NUMA node) is a few KiB, so 64 KiB leaves an order of magnitude of headroom
+  while bounding the per-cycle cost of one hostile pod (every strategy re-reads annotations every second).
+- **nesting**: :data:`MAX_DEPTH` = 32 levels of ``[``/``{``, measured by a linear scan (strings skipped) before
+  parsing. The deepest real format (``blkioQOS``: object → blocks → block → ioCfg) is 4 deep. ``json.loads``
+  recurses per level and raises RecursionError at about a thousand; the NodeSLO overlay recurses too.
+- **numbers**: ``NaN``/``Infinity`` are refused (Go's encoding/json refuses them); integers longer than 4300
+  digits are refused by Python itself (and come out here as a DecodeError).
+
+This module sits at the base layer: it imports only the standard library, :mod:`koordlet.quantity` and
+:mod:`koordlet.host.cgroup`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from itertools import accumulate
+from fractions import Fraction
+from typing import Any, Callable, TypeVar
+
+from koordlet.host.cgroup import parse_cpu_list
+from koordlet.quantity import parse_quantity
+
+MAX_BYTES = 64 * 1024
+MAX_DEPTH = 32
+MAX_OBJECT_ANNOTATIONS = 256 * 1024     # the API server's cap on one object's annotations, together
+
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+_STRING = re.compile(r'"[^"]*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DecodeError(ValueError):
+    """A value that cannot be used; ``key`` is the annotation (or label) it came from, ``problem`` what was wrong.
+
+    ``str()`` is ``"<key>: <problem>"``.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+def nesting_depth(text: str, limit: int = MAX_DEPTH) -> int:
+    """How deep ``[``/``{`` nest in a JSON text, in linear time (a few regex passes, no recursion). Brackets
+    inside strings do not count. Exact when above ``limit``; when the text has at most ``limit`` openers in all,
+    their number is returned (an upper bound, enough to accept). Unbalanced text is left for the parser."""
+    openers = text.count("[") + text.count("{")
+    if openers <= limit:
+        return openers
+    # escapes first (each backslash takes the next character), then strings, which can then hold no quote:
+    # every regex here consumes left to right without backtracking across matches
+    bare = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))
+    return max(accumulate(1 if c in "[{" else -1 for c in bare), default=0)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads(key: str, raw: object, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` with the bounds above; DecodeError (naming ``key``) for anything that is not a bounded JSON
+    text. Cost: O(len(raw)) before the parser runs, and the parser only sees bounded input."""
+    if not isinstance(raw, str):
+        raise DecodeError(key, f"expected a JSON string, got {type(raw).__name__}")
+    if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise DecodeError(key, f"value is larger than {max_bytes} bytes")
+    if nesting_depth(raw, max_depth) > max_depth:
+        raise DecodeError(key, f"JSON nested deeper than {max_depth} levels")
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except ValueError as e:                # JSONDecodeError, NaN, over-long integers
+        raise DecodeError(key, f"not JSON ({e})") from None
+    except Exception as e:                 # RecursionError and the like: never past this function
+        raise DecodeError(key, f"not decodable ({type(e).__name__}: {e})") from None
+
+
+def decoder(key: str) -> Callable[[F], F]:
+    """Wrap an annotation parser so that it raises DecodeError about ``key`` and nothing else."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except DecodeError:
+                raise
+            except ValueError as e:        # a helper's own "this field is wrong"
+                raise DecodeError(key, str(e)) from None
+            except Exception as e:         # a parser bug must cost only this annotation
+                raise DecodeError(key, f"{type(e).__name__}: {e}") from None
+        return inner  # type: ignore[return-value]
+    return wrap
+
+
+# --- typed fields ------------------------------------------------------------------------------------------
+# ``where`` is the field's path inside the value ("numaNodeResources[0].node"); "" for the value itself.
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def obj(key: str, value: Any, where: str = "", *, null: bool = True) -> dict[str, Any]:
+    """A JSON object; absent/null is ``{}`` when ``null`` (Go's omitempty), anything else is an error."""
+    if value is None and null:
+        return {}
+    if not isinstance(value, dict):
+        raise DecodeError(key, f"{_at(where)}expected an object, got {_kind(value)}")
+    return value
+
+
+def array(key: str, value: Any, where: str = "", *, null: bool = True) -> list[Any]:
+    """A JSON list; absent/null is ``[]`` when ``null``."""
+    if value is None and null:
+        return []
+    if not isinstance(value, list):
+        raise DecodeError(key, f"{_at(where)}expected a list, got {_kind(value)}")
+    return value
+
+
+def integer(key: str, value: Any, where: str = "", lo: int | None = None, hi: int | None = None) -> int:
+    """A JSON integer (not a boolean, not a float), optionally within ``lo``..``hi``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DecodeError(key, f"{_at(where)}expected an integer, got {value!r:.80}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise DecodeError(key, f"{_at(where)}{value} is outside {lo}..{hi}")
+    return value
+
+
+def boolean(key: str, value: Any, where: str = "") -> bool:
+    if not isinstance(value, bool):
+        raise DecodeError(key, f"{_at(where)}expected a boolean, got {value!r:.80}")
+    return value
+
+
+def string(key: str, value: Any, where: str = "") -> str:
+    if not isinstance(value, str):
+        raise DecodeError(key, f"{_at(where)}expected a string, got {value!r:.80}")
+    return value
+
+
+def quantity(key: str, value: Any, where: str = "") -> Fraction:
+    """A Kubernetes quantity (a string, or a bare JSON number as Quantity.UnmarshalJSON takes it), through the
+    bounded :func:`parse_quantity`."""
+    if value is None or isinstance(value, (bool, dict, list)):
+        raise DecodeError(key, f"{_at(where)}expected a quantity, got {value!r:.80}")
+    try:
+        return parse_quantity(value)
+    except ValueError as e:
+        raise DecodeError(key, f"{_at(where)}{e}") from None
+
+
+def cpu_list(key: str, value: Any, where: str = "") -> list[int]:
+    """A kernel cpu list string ("0-3,8"), through the bounded :func:`parse_cpu_list`."""
+    text = string(key, value, where)
+    try:
+        return parse_cpu_list(text)
+    except ValueError as e:
+        raise DecodeError(key, f"{_at(where)}{text!r:.80} is not a cpu list ({e})") from None
+
+
+def json_object(key: str, raw: object) -> dict[str, Any]:
+    """An annotation that must hold a JSON object."""
+    return obj(key, loads(key, raw), null=False)
+
+
+def json_value(raw: str | None) -> Any:
+    """For comparisons only (our own NRT/Device annotations against the live object): the decoded value, or the
+    text itself when it is not bounded JSON. Our own annotations (``cpu-topology`` of a large host) can exceed
+    MAX_BYTES; the bound here is the API server's for all annotations of an object together."""
+    if raw is None:
+        return None
+    try:
+        return loads("", raw, max_bytes=MAX_OBJECT_ANNOTATIONS)
+    except DecodeError:
+        return raw

@@ -1,0 +1,244 @@
+"""One node state: everything the agent knows about its node, from every source, and the per-cycle snapshot of it.
+
+:class:`NodeState` is the live object: the pods (informer), the Node / NodeSLO / NodeMetric objects (watchers, in a
+cluster), the standalone NodeSLO file, the kubelet's CPU settings, the host topology and RDMA NICs (re-read every
+minute), and what collectors publish about the host (the GPU inventory, whether kidled runs). Components read it;
+:meth:`NodeState.view` freezes it into a :class:`NodeView` once per QoS cycle, and the strategies and NRI hooks
+decide from that value only.
+
+Every source is parsed once per version (a NodeSLO by resourceVersion, the file by the spec object it produced, the
+pools by the inputs they came from, compared by identity while a reference is held, never by ``id()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+from koordlet.config import Config
+from koordlet.host.cgroup import Layout
+from koordlet.host.paths import HostPaths
+from koordlet.host.topology import Topology, read_topology
+from koordlet.logutil import LogOnce
+from koordlet.states.hostapps import HostApp, resolve_host_apps
+from koordlet.states.informer import PodMeta, PodsInformer
+from koordlet.states.kubelet import KubeletClient, KubeletCPUConfig
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodeslo import NodeSLOFile, NodeSLOSpec, merge_node_slo_spec, node_slo_from_object
+from koordlet.states.pools import CPUPools, Pools, cpu_pools
+
+if TYPE_CHECKING:
+    from koordlet.host.nvml import GpuHealth, GpuInventory
+    from koordlet.host.rdma import RdmaDevice
+    from koordlet.states.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+TOPOLOGY_REFRESH = 60.0          # host topology re-read (upstream's node info collector period)
+KUBELET_CONFIG_REFRESH = 60.0    # kubelet /configz re-read
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """Everything a strategy or an NRI hook decides from, captured once per cycle (pure data; no kernel reads)."""
+
+    pods: tuple[PodMeta, ...]
+    slo: NodeSLOSpec                          # merged over the defaults (states.nodeslo)
+    host_apps: tuple[HostApp, ...]
+    topology: Topology
+    node: NodeInfo                            # labels/annotations/capacity/allocatable ({} standalone)
+    cpu_manager_policy: str = "none"          # the kubelet's: "none" | "static"
+    now: float = 0.0                          # Unix seconds
+    # CPU pools as this agent reports them on the NodeResourceTopology (states.pools), so the enforcement and the
+    # scheduler's view never disagree:
+    ls_pools: Pools = field(default_factory=dict)   # NUMA node -> CPUs of cpu-shared-pools
+    be_pools: Pools = field(default_factory=dict)   # be-cpu-shared-pools: minus LSE pins only
+    system_cpus: tuple[int, ...] = ()        # system-qos-resource cpuset (SYSTEM pods), () when not set
+    reserved_cpus: tuple[int, ...] = ()      # node reservation reservedCPUs
+
+
+class Gpus(Protocol):
+    """What the GPU collector publishes: the inventory (replaced whole) and XID health."""
+
+    inventory: GpuInventory
+    health: GpuHealth
+
+
+class Kidled(Protocol):
+    """What the cold page collector publishes: whether kidled runs (NodeMetric then reports hot-page usage)."""
+
+    running: bool
+
+
+@dataclass
+class _Memo:
+    """The last value computed from a set of inputs; inputs held (so compared by identity safely) or by value."""
+
+    inputs: tuple[Any, ...] = ()
+    value: Any = None
+
+    def get(self, inputs: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        same = len(inputs) == len(self.inputs) and all(
+            a is b or (not _by_identity(a) and a == b) for a, b in zip(inputs, self.inputs))
+        if not same:
+            self.value = compute()
+            self.inputs = inputs
+        return self.value
+
+
+def _by_identity(value: Any) -> bool:
+    return isinstance(value, (tuple, list, Topology, NodeSLOSpec))
+
+
+class NodeState:
+    """The live node state (see the module docstring); thread-safe for readers, refreshed by the agent's loops."""
+
+    def __init__(self, config: Config, paths: HostPaths, layout: Layout, informer: PodsInformer, *,
+                 cluster: Cluster | None = None, kubelet: KubeletClient | None = None,
+                 slo_file: NodeSLOFile | None = None, topology: Topology | None = None) -> None:
+        self.config = config
+        self.paths = paths
+        self.layout = layout
+        self.informer = informer
+        self.cluster = cluster
+        self.kubelet = kubelet
+        self.slo_file = slo_file
+        self.topology = topology if topology is not None else read_topology(paths)
+        self.rdma: list[RdmaDevice] | None = self.read_rdma() if config.gate("RDMADevices") else None
+        self.gpus: Gpus | None = None          # published by the GPU collector (gate Accelerators)
+        self.kidled: Kidled | None = None      # published by the cold page collector (gate ColdPageCollector)
+        self._bad = LogOnce(log, logging.ERROR)
+        self._lock = threading.Lock()
+        self._topology_read = time.monotonic()
+        self._slo = _Memo()
+        self._pools = _Memo()
+        self._kubelet_config: tuple[float, KubeletCPUConfig | None] = (float("-inf"), None)
+
+    # --- sources ------------------------------------------------------------------------------------------------
+
+    @property
+    def pods(self) -> tuple[PodMeta, ...]:
+        return self.informer.pods
+
+    def node_info(self) -> NodeInfo:
+        """This node's Node object (name only without a cluster or before the watch has it)."""
+        obj = self.cluster.node.object if self.cluster else None
+        return NodeInfo.from_object(obj) if obj else NodeInfo(self.config.node_name)
+
+    def node_object(self) -> Mapping[str, Any] | None:
+        return self.cluster.node.object if self.cluster else None
+
+    def node_slo(self) -> NodeSLOSpec:
+        """The effective NodeSLO spec: the cluster's NodeSLO, the standalone file, or the defaults."""
+        return self._slo_state()[0]
+
+    def host_apps(self) -> tuple[HostApp, ...]:
+        """The NodeSLO's host applications with their cgroup dirs (refused ones logged once)."""
+        return self._slo_state()[1]
+
+    def _slo_state(self) -> tuple[NodeSLOSpec, tuple[HostApp, ...]]:
+        if self.cluster is not None:
+            obj = self.cluster.node_slo.object
+            key: tuple[Any, ...] = ("object", (obj or {}).get("metadata", {}).get("resourceVersion"))
+        elif self.slo_file is not None:
+            obj, key = None, ("file", self.slo_file.spec)
+        else:
+            obj, key = None, ("defaults",)
+
+        def parse() -> tuple[NodeSLOSpec, tuple[HostApp, ...]]:
+            errors: list[str] = []
+            if self.slo_file is not None and self.cluster is None:
+                spec = self.slo_file.spec         # the file source logs its own errors
+            else:
+                spec, errors = node_slo_from_object(obj) if obj else merge_node_slo_spec(None, self.config.node_name)
+            apps, app_errors = resolve_host_apps(spec.host_applications, self.layout)
+            for e in errors + app_errors:
+                self._bad(f"nodeslo {e}", "NodeSLO %s: %s", self.config.node_name, e)
+            return spec, tuple(apps)
+
+        with self._lock:
+            result: tuple[NodeSLOSpec, tuple[HostApp, ...]] = self._slo.get(key, parse)
+        return result
+
+    def kubelet_config(self) -> KubeletCPUConfig | None:
+        """The kubelet's CPU/topology manager settings, re-read every minute; None when not queried.
+
+        A failed read keeps the last good answer; before the first good one it raises (the NRT report waits,
+        as upstream's does: reporting "no kubelet policy" would be wrong).
+        """
+        if self.config.disable_query_kubelet_config or self.kubelet is None:
+            return None
+        read_at, value = self._kubelet_config
+        if time.monotonic() - read_at < KUBELET_CONFIG_REFRESH:
+            return value
+        try:
+            value = KubeletCPUConfig.from_configz(self.kubelet.get_configz())
+        except Exception as e:    # unreachable kubelet or bad document: the same consequence
+            self._bad("configz", "kubelet /configz unusable error=%s", e)
+            if value is None:
+                raise
+            return value
+        if self._bad.forget("configz"):
+            log.info("kubelet /configz readable again")
+        self._kubelet_config = (time.monotonic(), value)
+        return value
+
+    def pools(self, kubelet: KubeletCPUConfig | None) -> CPUPools:
+        """The CPU pools for the current pods, Node and topology (recomputed only when one of them changed)."""
+        pods, topology, node = self.informer.pods, self.topology, self.node_info()
+        with self._lock:
+            pools: CPUPools = self._pools.get((pods, topology, node, kubelet),
+                                              lambda: cpu_pools(topology, pods, node, kubelet, self._bad))
+        return pools
+
+    def memory_bytes(self) -> int:
+        """Memory the pods can use: every NUMA node's MemTotal except GPU memory exposed as NUMA nodes."""
+        return sum(n.mem_total_bytes for n in self.topology.nodes if not n.gpu_memory)
+
+    def read_rdma(self) -> list[RdmaDevice]:
+        """RDMA NICs from sysfs; a malformed device is skipped and logged once."""
+        from koordlet.host.rdma import discover_rdma
+        nics, problems = discover_rdma(self.paths)
+        for problem in problems:
+            self._bad(f"rdma {problem}", "rdma discovery: %s", problem)
+        return nics
+
+    # --- the cycle's snapshot -------------------------------------------------------------------------------------
+
+    def view(self) -> NodeView | None:
+        """The snapshot the QoS strategies and NRI hooks decide from; None until the pods have been synced once
+        (deciding on an empty pod list would reset every pod's settings)."""
+        if not self.informer.synced.is_set():
+            return None
+        try:
+            kubelet = self.kubelet_config()
+        except Exception:     # logged by kubelet_config(); decide as with policy none until it answers
+            kubelet = None
+        pools = self.pools(kubelet)
+        return NodeView(pods=self.informer.pods, slo=self.node_slo(), host_apps=self.host_apps(),
+                        topology=self.topology, node=self.node_info(),
+                        cpu_manager_policy=kubelet.policy if kubelet else "none", now=time.time(),
+                        ls_pools=pools.ls, be_pools=pools.be, system_cpus=pools.system_cpus,
+                        reserved_cpus=pools.reserved_cpus)
+
+    # --- refresh (the agent's node loop) ---------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """The slow re-reads: host topology and RDMA NICs every minute, the standalone NodeSLO file when it
+        changed. A failed read keeps the last good value (logged once)."""
+        if self.slo_file is not None:
+            self.slo_file.refresh()
+        now = time.monotonic()
+        if now - self._topology_read < TOPOLOGY_REFRESH:
+            return
+        self._topology_read = now
+        try:
+            self.topology = read_topology(self.paths)
+            if self.rdma is not None:
+                self.rdma = self.read_rdma()
+            self._bad.forget("topology")
+        except Exception as e:      # keep the last topology; a sysfs hiccup must not stop reports
+            self._bad("topology", "host topology re-read failed error=%s", e)
