@@ -291,6 +291,10 @@ class Cgroups:
             raise ValueError(f"{files.cpu}: no usage_usec")
         return int(usec) * 1000
 
+    def read_throttling(self, rel: str) -> tuple[int, int]:
+        """(nr_periods, nr_throttled) of the CFS bandwidth controller from ``cpu.stat`` (same keys on v1 and v2)."""
+        return parse_cpu_throttling(read_bytes(self.path("cpu", rel, "cpu.stat")))
+
     def read_memory(self, files: UsageFiles) -> MemoryUsage:
         stat = parse_kv(read_bytes(files.memory_stat))
         usage = int(read_bytes(files.memory_usage))
@@ -387,3 +391,12 @@ def parse_cpu_list(text: str) -> list[int]:
                 cpus.update(range(max(first, reach + 1), last + 1))
                 reach = last
     return sorted(cpus)
+
+
+def parse_cpu_throttling(data: bytes) -> tuple[int, int]:
+    """(nr_periods, nr_throttled) from ``cpu.stat``; ValueError when absent."""
+    kv = parse_kv(data)
+    try:
+        return int(kv[b"nr_periods"]), int(kv[b"nr_throttled"])
+    except KeyError as e:
+        raise ValueError(f"cpu.stat has no {e.args[0].decode()}") from None

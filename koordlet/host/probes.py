@@ -125,9 +125,10 @@ def hardware_perf(paths: HostPaths, cgroups: Cgroups) -> Support:
         os.close(perf.perf_event_open(perf.PERF_TYPE_HARDWARE, perf.PERF_COUNT_HW_CPU_CYCLES, 0, -1))
         return True, "perf_event_open(cycles) works"
     except OSError as e:
-        why = {errno.ENOENT: "no hardware PMU exposed (typical of VMs)",
-               errno.EACCES: "denied by kernel.perf_event_paranoid",
-               errno.EPERM: "denied by kernel.perf_event_paranoid"}.get(e.errno, e.strerror)
+        reasons: dict[int | None, str] = {errno.ENOENT: "no hardware PMU exposed (typical of VMs)",
+                                          errno.EACCES: "denied by kernel.perf_event_paranoid",
+                                          errno.EPERM: "denied by kernel.perf_event_paranoid"}
+        why = reasons.get(e.errno, e.strerror)
         return False, f"perf_event_open(cycles): {why}"
 
 

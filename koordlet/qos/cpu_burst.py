@@ -44,7 +44,7 @@ from koordlet.component import Context, Plugin, collecting, host_probe
 from koordlet.host import probes
 from koordlet import decode, wire
 from koordlet.decode import DecodeError, decoder
-from koordlet.host.fs import parse_kv, read_bytes
+from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.states.nodestate import NodeView
@@ -164,15 +164,6 @@ def container_operation(policy: str | None, allowed_by_limiter: bool, throttled:
     if not allowed_by_limiter:
         return Operation.SCALE_DOWN
     return Operation.SCALE_UP if throttled else Operation.REMAIN
-
-
-def parse_cpu_stat(data: bytes) -> tuple[int, int]:
-    """(nr_periods, nr_throttled) from ``cpu.stat`` (same keys on v1 and v2); ValueError when absent."""
-    kv = parse_kv(data)
-    try:
-        return int(kv[b"nr_periods"]), int(kv[b"nr_throttled"])
-    except KeyError as e:
-        raise ValueError(f"cpu.stat has no {e.args[0].decode()}") from None
 
 
 @decoder(wire.ANNOTATION_POD_CPU_BURST)
@@ -357,7 +348,7 @@ class CPUBurst:
             throttled = None
             if quota_burst_enabled(cfg.policy):
                 seen.add(container.id)
-                throttled = self._throttled(container.id, cgroups.path("cpu", rel, "cpu.stat"), now)
+                throttled = self._throttled(container.id, cgroups, rel, now)
             op = adjust_for_node(state, container_operation(cfg.policy, allowed, throttled))
             target = target_quota(op, current, base, ceiling)
             if target == current:
@@ -388,10 +379,10 @@ class CPUBurst:
             limiter = self.limiters[container.id] = BurstLimiter.new(period, pct, now, self._rng)
         return limiter.allow(now, int(usage / limit * 100))
 
-    def _throttled(self, cid: str, path: str, now: float) -> bool | None:
+    def _throttled(self, cid: str, cgroups: Cgroups, rel: str, now: float) -> bool | None:
         """True when nr_throttled grew since the previous cycle; None without a previous reading."""
         try:
-            periods, throttled = parse_cpu_stat(read_bytes(path))
+            periods, throttled = cgroups.read_throttling(rel)
         except (OSError, ValueError):
             self._throttle.pop(cid, None)
             return None
@@ -431,7 +422,7 @@ def _owner(meta: "PodMeta", container: "Container") -> str:
 
 __all__ = ["BurstLimiter", "CPUBurst", "NodeState", "Operation", "adjust_for_node",
            "base_quota_us", "burst_enabled", "ceiling_quota_us", "container_operation", "node_state",
-           "parse_cpu_stat", "pod_burst_config", "quota_burst_enabled", "static_burst_us", "target_quota"]
+           "pod_burst_config", "quota_burst_enabled", "static_burst_us", "target_quota"]
 
 
 def _build(ctx: Context) -> CPUBurst:

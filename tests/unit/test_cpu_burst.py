@@ -16,14 +16,14 @@ from koordlet.decode import DecodeError
 
 from koordlet import wire
 from koordlet.executor import Executor
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, parse_cpu_throttling
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
 from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_burst import (
     BurstLimiter, CPUBurst, NodeState, Operation, adjust_for_node, base_quota_us,
-    ceiling_quota_us, container_operation, node_state, parse_cpu_stat, pod_burst_config, static_burst_us,
+    ceiling_quota_us, container_operation, node_state, pod_burst_config, static_burst_us,
     target_quota)
 from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
@@ -196,10 +196,10 @@ def test_container_operation_and_target():
     assert target_quota(Operation.REMAIN, -1, 200000, 600000) == 200000             # unlimited lands on base
 
 
-def test_parse_cpu_stat():
-    assert parse_cpu_stat(b"nr_periods 12\nnr_throttled 3\nthrottled_time 99\n") == (12, 3)
+def test_parse_cpu_throttling():
+    assert parse_cpu_throttling(b"nr_periods 12\nnr_throttled 3\nthrottled_time 99\n") == (12, 3)
     with pytest.raises(ValueError):
-        parse_cpu_stat(b"usage_usec 5\n")
+        parse_cpu_throttling(b"usage_usec 5\n")
 
 
 def test_limiter_bucket():

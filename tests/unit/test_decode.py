@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import time
 from dataclasses import replace
 from fractions import Fraction
@@ -13,6 +14,7 @@ from typing import Any, Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from koordlet import decode, wire
 from koordlet.decode import MAX_BYTES, MAX_DEPTH, DecodeError
@@ -36,6 +38,9 @@ from tests.unit.test_nri_hooks import resources as adjusted
 from tests.unit.test_nri_hooks import view as hook_view
 from tests.unit.test_qos_rules import ALL_ON, BATCH, pod, slo
 from tests.unit.test_qos_strategies import build, fake_host, mkcg, value, with_uid
+
+# hypothesis keeps caches in ./.hypothesis by default: the suite writes nothing into the checkout (tests/conftest.py)
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="koordlet-hypothesis-"))
 
 STATUS = wire.ANNOTATION_RESOURCE_STATUS
 DEEP = "[" * 5000                                   # json.loads alone raises RecursionError on this
