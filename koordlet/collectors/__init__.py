@@ -7,11 +7,12 @@ to the metric cache. To add one: its module and one line below.
 
 from __future__ import annotations
 
-from koordlet.collectors import cpi, gpu, memory, psi, usage
+from koordlet.collectors import cpi, gpu, memory, psi, throttled, usage
 from koordlet.component import Collector, Plugin
 
 COLLECTORS: tuple[Plugin[Collector], ...] = (
     usage.PLUGIN,
+    throttled.PLUGIN,
     gpu.PLUGIN,
     cpi.PLUGIN,
     memory.COLD_PAGES,
