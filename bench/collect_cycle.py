@@ -30,7 +30,7 @@ from koordlet.host.paths import HostPaths  # noqa: E402
 from koordlet.metriccache import MetricCache  # noqa: E402
 from koordlet.metrics import AgentMetrics  # noqa: E402
 from koordlet.states.standalone import StandalonePodSource  # noqa: E402
-from tests.realcgroup import IDLE, RealCgroupTree, v1_available  # noqa: E402
+from doubles.realcgroup import IDLE, RealCgroupTree, v1_available  # noqa: E402
 
 QOS_MIX = (KubeQOS.GUARANTEED, KubeQOS.BURSTABLE, KubeQOS.BESTEFFORT)
 

@@ -1,6 +1,6 @@
 """Benchmark: the CPI collector's cost per window (the counting time itself excluded: window = 0).
 
-1. Fake kernel (tests/peers/fakeperf.py), 200 containers x 16 CPUs x 2 events: the collector's Python overhead per
+1. Fake kernel (doubles/fakeperf.py), 200 containers x 16 CPUs x 2 events: the collector's Python overhead per
    container. Floor in the same run: the same open/ioctl/read/close calls made straight on the fake kernel, so the
    difference is the collector (targets, budget, grouping, parsing, scaling, samples, gauges).
 2. Real perf_event_open with software events (cpu-clock, task-clock) on 20 real cgroup v2 directories (root and a
@@ -28,7 +28,7 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa
 from koordlet.metrics import AgentMetrics  # noqa: E402
 from koordlet.states.informer import PodMeta  # noqa: E402
 from koordlet.states.pod import Container, Pod  # noqa: E402
-from tests.peers.fakeperf import FakePerfKernel  # noqa: E402
+from doubles.fakeperf import FakePerfKernel  # noqa: E402
 
 
 def pods(cgroups: Cgroups, n: int, subsystem: str) -> list[PodMeta]:

@@ -25,7 +25,7 @@ from koordlet.host.paths import HostPaths  # noqa: E402
 from koordlet.metrics import AgentMetrics  # noqa: E402
 from koordlet.states.informer import meta_for  # noqa: E402
 from koordlet.states.pod import Container, Pod  # noqa: E402
-from tests.peers import fakenvml  # noqa: E402
+from doubles import fakenvml  # noqa: E402
 
 PODS, PROCS_PER_GPU, CYCLES = 200, 4, 300
 

@@ -1,7 +1,7 @@
 """Benchmark: NRI CreateContainer round trip and Synchronize with 500 containers, over a real unix socket.
 
 The plugin runs in its own process (as in production: the runtime and the agent do not share a GIL); the
-runtime side is the test peer (tests/peers/nriruntime.py). Measured from the runtime: request written -> response
+runtime side is the test peer (doubles/nriruntime.py). Measured from the runtime: request written -> response
 parsed.
 
 1. CreateContainer, N calls with C in flight at a time, cycling a BE pod (batch resources from the annotation),
@@ -29,7 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from proto.nri import api_pb2 as api  # noqa: E402
-from tests.peers.nriruntime import FakeRuntime  # noqa: E402
+from doubles.nriruntime import FakeRuntime  # noqa: E402
 from bench._nri import POOLS, STATUS, be_spec, container, sandbox, slo  # noqa: E402
 
 

@@ -59,7 +59,7 @@ def serve(mode: str, directory: str, n_pods: int) -> None:
     from koordlet.podresources.upstream import KubeletPodResources
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import pod_from_k8s
-    from tests.peers.kubelet_podresources import FakeKubelet
+    from doubles.kubelet_podresources import FakeKubelet
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})     # before any thread starts: sigwait gets it
     objects = pod_objects(n_pods)
     kubelet = FakeKubelet(os.path.join(directory, "kubelet.sock"), objects).start()

@@ -36,7 +36,7 @@ from koordlet.states.node import NodeInfo  # noqa: E402
 from koordlet.states.informer import meta_for  # noqa: E402
 from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
 from koordlet.states.pod import pod_from_k8s  # noqa: E402
-from tests.realcgroup import RealCgroupTree, v1_available  # noqa: E402
+from doubles.realcgroup import RealCgroupTree, v1_available  # noqa: E402
 
 CLASSES = (("LS", "Burstable"), ("BE", "BestEffort"), ("LSR", "Guaranteed"), (None, "Burstable"))
 BATCH = {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"},

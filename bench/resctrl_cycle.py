@@ -1,6 +1,6 @@
 """Benchmark: one resctrl reconcile cycle over 200 pods x 5 containers (+ a sandbox each) on the fake resctrl tree.
 
-The tree lives on tmpfs (/dev/shm): a fake of the kernel's resctrl filesystem (tests/fakeresctrl.py, Intel
+The tree lives on tmpfs (/dev/shm): a fake of the kernel's resctrl filesystem (doubles/fakeresctrl.py, Intel
 profile, 16 CLOSIDs) and cgroup v1 ``cpu/.../tasks`` files with 3 thread ids each. Every class has
 ``resctrlQOS.enable=true`` (BE 0-30 %, MB 50 %) and 8 pods carry a ``node.koordinator.sh/resctrl`` annotation,
 so every pod's threads are compared with its group's ``tasks`` each cycle.
@@ -35,7 +35,7 @@ from koordlet.states.node import NodeInfo  # noqa: E402
 from koordlet.states.informer import meta_for  # noqa: E402
 from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
 from koordlet.states.pod import Container, Pod  # noqa: E402
-from tests.fakeresctrl import INTEL, FakeResctrl  # noqa: E402
+from doubles.fakeresctrl import INTEL, FakeResctrl  # noqa: E402
 
 CLASSES = (("LS", KubeQOS.BURSTABLE), ("BE", KubeQOS.BESTEFFORT), ("LSR", KubeQOS.GUARANTEED),
            (None, KubeQOS.BURSTABLE))

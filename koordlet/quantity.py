@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-_SUFFIX = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
+_SUFFIX: dict[str, int | Fraction] = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _RE = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)")
@@ -43,7 +43,8 @@ def parse_quantity(raw: object) -> Fraction:
         exponent = m.group(2)[1:].lstrip("+-").lstrip("0")
         if len(exponent) > 3 or int(exponent or 0) > MAX_EXPONENT:
             raise ValueError(f"quantity {raw!r}: exponent beyond ±{MAX_EXPONENT}")
-        return number * Fraction(10) ** int(m.group(2)[1:])
+        e = int(m.group(2)[1:])
+        return number * (Fraction(10 ** e) if e >= 0 else Fraction(1, 10 ** -e))
     return number * _SUFFIX[m.group(3) or ""]
 
 

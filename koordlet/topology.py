@@ -50,7 +50,7 @@ def go_json(value: Any) -> str:
     return text
 
 
-def cpu_topology_annotation(topo: Topology) -> dict:
+def cpu_topology_annotation(topo: Topology) -> dict[str, Any]:
     """``{"detail": [{"id", "core", "socket", "node"}, ...]}`` sorted by CPU id; ``{}`` when empty (omitempty).
 
     Like upstream (which drops lscpu rows whose SOCKET or CORE is "-"), CPUs without topology files are left out.
@@ -64,7 +64,7 @@ def cpu_topology_annotation(topo: Topology) -> dict:
     return {"detail": detail} if detail else {}
 
 
-def cpu_basic_info_annotation(topo: Topology) -> dict:
+def cpu_basic_info_annotation(topo: Topology) -> dict[str, Any]:
     """``{cpuModel, hyperThreadEnabled, turboEnabled, catL3CbmMask, vendorID}``, every field omitempty."""
     b = topo.basic
     fields = (("cpuModel", b.cpu_model), ("hyperThreadEnabled", b.hyper_thread_enabled),
@@ -78,7 +78,7 @@ def topology_annotations(topo: Topology) -> dict[str, str]:
             ANNOTATION_CPU_BASIC_INFO: go_json(cpu_basic_info_annotation(topo))}
 
 
-def to_dict(topo: Topology) -> dict:
+def to_dict(topo: Topology) -> dict[str, Any]:
     """Everything, as JSON/YAML-ready plain data (CPU sets in kernel list format, memory in kB as the kernel
     prints it plus ``memTotalBytes``)."""
     fl = format_cpu_list
@@ -176,7 +176,7 @@ class Devices:
     gpus: GpuInventory
     rdma: Sequence[RdmaDevice] = ()
     rdma_problems: Sequence[str] = ()
-    partitions: dict = field(default_factory=dict)      # the derived gpu-partitions table
+    partitions: dict[str, Any] = field(default_factory=dict)      # the derived gpu-partitions table
 
 
 def _nvlink_summary(gpu: Any, minors: dict[str, int]) -> str:
@@ -193,7 +193,7 @@ def _nvlink_summary(gpu: Any, minors: dict[str, int]) -> str:
     return ", ".join(f"{n} to {k}" for k, n in sorted(counts.items())) or "-"
 
 
-def devices_to_dict(devices: Devices) -> dict:
+def devices_to_dict(devices: Devices) -> dict[str, Any]:
     inv = devices.gpus
     minors = {g.bus_id: g.minor for g in inv.gpus}
     return {

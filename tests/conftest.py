@@ -10,10 +10,22 @@ tree, not a test writing into it.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 from tests.realcgroup import real_tree  # noqa: F401  (fixture shared by integration tests)
+
+# Hypothesis keeps its example database and caches in ./.hypothesis by default: keep them in the temp dir (one
+# per user, so a root run and a user run do not share, and kept between runs, so failing examples are replayed).
+_HYPOTHESIS_HOME = os.path.join(tempfile.gettempdir(), f"koordlet-py-hypothesis-{os.getuid()}")
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", _HYPOTHESIS_HOME)
+try:
+    from hypothesis.configuration import set_hypothesis_home_dir
+except ImportError:                                        # hypothesis not installed: nothing to redirect
+    pass
+else:
+    set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ALLOWED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}

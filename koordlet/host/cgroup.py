@@ -51,7 +51,8 @@ def fs_magic(path: str) -> int:
     if _libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), path)
-    return buf.f_type & 0xFFFFFFFF
+    f_type: int = buf.f_type
+    return f_type & 0xFFFFFFFF
 
 
 def detect_version(root: str) -> CgroupVersion:

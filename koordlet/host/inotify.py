@@ -33,7 +33,7 @@ class Inotify:
     """One non-blocking inotify instance; ``fileno()`` is selectable."""
 
     def __init__(self) -> None:
-        fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        fd: int = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
@@ -43,7 +43,7 @@ class Inotify:
         return self._fd
 
     def add_watch(self, path: str, mask: int) -> int:
-        wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), mask)
+        wd: int = _libc.inotify_add_watch(self._fd, os.fsencode(path), mask)
         if wd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), path)

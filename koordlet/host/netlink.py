@@ -191,7 +191,7 @@ def _cgroup_plugin() -> None:
     if "cgroup" in plugins:
         return
 
-    class options(nla):
+    class options(nla):                     # type: ignore[misc]   # pyroute2 has no types: nla is Any
         nla_map = (("TCA_CGROUP_UNSPEC", "none"), ("TCA_CGROUP_ACT", "hex"), ("TCA_CGROUP_POLICE", "hex"),
                    ("TCA_CGROUP_EMATCHES", "hex"))
 

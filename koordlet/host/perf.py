@@ -86,7 +86,7 @@ class LinuxPerf:
         if nr is None:
             raise OSError(38, f"perf_event_open: unsupported architecture {platform.machine()}")
         buf = ctypes.create_string_buffer(attr, len(attr))
-        fd = _libc.syscall(nr, buf, pid, cpu, group_fd, flags | PERF_FLAG_FD_CLOEXEC)
+        fd: int = _libc.syscall(nr, buf, pid, cpu, group_fd, flags | PERF_FLAG_FD_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))

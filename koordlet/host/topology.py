@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.fs import read_bytes, read_text
@@ -268,7 +269,7 @@ class _CacheTable:
     """Distinct caches as lscpu identifies them: (type, level, id), the id synthesized when sysfs has none."""
 
     def __init__(self) -> None:
-        self.caches: dict[tuple[str, int], dict] = {}        # (name, id) -> fields + cpu list
+        self.caches: dict[tuple[str, int], dict[str, Any]] = {}        # (name, id) -> fields + cpu list
         self._synth: dict[tuple[str, int], dict[frozenset[int], int]] = {}
 
     def add(self, cpu: int, index_dir: str, problems: list[str]) -> tuple[str, int] | None:

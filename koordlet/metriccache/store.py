@@ -139,7 +139,7 @@ def _labels_json(lb: Labels) -> str:
     return json.dumps(dict(lb), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _encode(ts: array, vals: array) -> tuple[bytes, bytes]:
+def _encode(ts: array[int], vals: array[float]) -> tuple[bytes, bytes]:
     """Chunk blobs: zlib(delta-encoded little-endian int64), zlib(little-endian float64).
 
     Collector timestamps are ~1000 ms apart, so the deltas compress to almost
@@ -156,7 +156,7 @@ def _encode(ts: array, vals: array) -> tuple[bytes, bytes]:
     return zlib.compress(deltas.tobytes()), zlib.compress(v.tobytes())
 
 
-def _decode(ts_blob: bytes, vals_blob: bytes, n: int) -> tuple[array, array]:
+def _decode(ts_blob: bytes, vals_blob: bytes, n: int) -> tuple[array[int], array[float]]:
     """Inverse of :func:`_encode`; raises ValueError/zlib.error on a damaged chunk."""
     deltas = array("q")
     deltas.frombytes(zlib.decompress(ts_blob))
@@ -203,8 +203,8 @@ class _Series:
     def __init__(self, name: str, lb: Labels, sid: int | None) -> None:
         self.name = name
         self.labels = lb
-        self.ts: array = array("q")
-        self.vals: array = array("d")
+        self.ts: array[int] = array("q")
+        self.vals: array[float] = array("d")
         self.flushed = 0
         self.max_ms = _MS_MIN
         self.in_order = True
@@ -472,7 +472,7 @@ class MetricCache:
         want = dict(labels) if labels else None
         with self._lock:
             mem = {lb: ser for lb, ser in self._by_name.get(name, {}).items() if _matches(lb, want)}
-            disk: dict[Labels, tuple[array, array]] = {}
+            disk: dict[Labels, tuple[array[int], array[float]]] = {}
             floor = self._floor_ms
             if self._conn is not None and s_ms < floor:
                 ids = {sid: lb for lb, sid in self._db_series.get(name, {}).items() if _matches(lb, want)}
@@ -488,7 +488,8 @@ class MetricCache:
                     self._query_memory(ser, s_ms, e_ms, floor, out_ts, out_vals)
         return AggregateResult(out_ts, out_vals)
 
-    def _query_memory(self, ser: _Series, s_ms: int, e_ms: int, floor: int, out_ts: array, out_vals: array) -> None:
+    def _query_memory(self, ser: _Series, s_ms: int, e_ms: int, floor: int, out_ts: array[int],
+                      out_vals: array[float]) -> None:
         """Append the memory points of ``ser`` in the window that disk does not also serve.
 
         Excluded: flushed points below the floor (stragglers that disk returns).
@@ -510,14 +511,15 @@ class MetricCache:
                 out_ts.append(t)
                 out_vals.append(vals[i])
 
-    def _query_disk(self, ids: dict[int, Labels], s_ms: int, e_ms: int) -> dict[Labels, tuple[array, array]]:
+    def _query_disk(self, ids: dict[int, Labels], s_ms: int, e_ms: int
+                    ) -> dict[Labels, tuple[array[int], array[float]]]:
         """Points in ``[s_ms, e_ms]`` from the chunks of the given series ids.
 
         A sqlite or decode failure is logged and yields fewer points rather
         than an exception: an answer from memory beats no answer.
         """
         assert self._conn is not None
-        out: dict[Labels, tuple[array, array]] = {}
+        out: dict[Labels, tuple[array[int], array[float]]] = {}
         id_list = list(ids)
         try:
             for i in range(0, len(id_list), _IN_BATCH):

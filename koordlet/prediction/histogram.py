@@ -127,7 +127,8 @@ class DecayingHistogram:
     def _decay_factor(self, when: float) -> float:
         if when > self._reference + self.half_life * MAX_DECAY_EXPONENT:
             self._shift_reference(when)
-        return 2.0 ** ((when - self._reference) / self.half_life)
+        factor: float = 2.0 ** ((when - self._reference) / self.half_life)
+        return factor
 
     def _shift_reference(self, when: float) -> None:
         """Move the reference to ``when`` rounded to a whole number of half-lives (Go's time.Round, halves

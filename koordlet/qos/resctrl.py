@@ -192,7 +192,7 @@ def _object(value: Any, where: str) -> Mapping[str, Any]:
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{where} must be an integer, got {json.dumps(value)}")
+        raise ValueError(f"{where} must be an integer, got {json.dumps(value)[:80]}")
     return value
 
 
@@ -200,7 +200,7 @@ def _range(value: Any, where: str) -> tuple[int, int] | None:
     if value is None or value == []:
         return None
     if not isinstance(value, list) or len(value) != 2:
-        raise ValueError(f"{where} must be [start, end], got {json.dumps(value)}")
+        raise ValueError(f"{where} must be [start, end], got {json.dumps(value)[:80]}")
     start, end = _int(value[0], f"{where}[0]"), _int(value[1], f"{where}[1]")
     if not 0 <= start < end <= 100:
         raise ValueError(f"{where} [{start}, {end}] must satisfy 0 <= start < end <= 100")

@@ -239,8 +239,9 @@ class KubeletCPUConfig:
     topology_manager_scope: str = "container"
 
     @classmethod
-    def from_configz(cls, doc: Mapping[str, Any]) -> KubeletCPUConfig:
-        """Parse ``{"kubeletconfig": {...}}``; ValueError names the field that is wrong."""
+    def from_configz(cls, doc: object) -> KubeletCPUConfig:
+        """Parse ``{"kubeletconfig": {...}}`` (the kubelet's JSON, any shape); ValueError names the field that is
+        wrong."""
         cfg = doc.get("kubeletconfig") if isinstance(doc, Mapping) else None
         if not isinstance(cfg, Mapping):
             raise ValueError("kubelet /configz: no kubeletconfig object")

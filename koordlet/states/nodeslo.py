@@ -40,7 +40,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from koordlet import decode, wire
 from koordlet.logutil import LogOnce
@@ -71,11 +71,15 @@ class _Absent:
 _ABSENT: Any = _Absent()
 
 
+_Kind = Literal["int", "bool", "str", "enum", "quantity", "intorstr", "boolmap", "ext", "obj", "list"]
+_T = TypeVar("_T")
+
+
 @dataclass(frozen=True)
 class _W:
     """How one field travels on the wire and how upstream checks it."""
     wire: str
-    kind: str                      # int bool str enum quantity intorstr boolmap ext obj list
+    kind: _Kind
     lo: int | None = None          # inclusive bounds (validate min/max, kubebuilder Minimum/Maximum)
     hi: int | None = None
     gt: int | None = None          # exclusive lower bound (validate gt)
@@ -85,7 +89,27 @@ class _W:
     empty_absent: bool = False     # Go non-pointer string with omitempty: "" is the same as unset
 
 
-def _f(wire_name: str, kind: str, **kw: Any) -> Any:
+# _f declares a field (default None = unset) with its wire schema. The overloads give each kind the Python type
+# it decodes to, so mypy checks every field's annotation against its kind (an "int" field typed str, or an "obj"
+# of another class, is an error). "list" fields use field(default=()) with an explicit _W.
+@overload
+def _f(wire_name: str, kind: Literal["int"], *, lo: int | None = None, hi: int | None = None,
+       gt: int | None = None, int32: bool = False) -> int | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["bool"]) -> bool | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["str", "quantity"], *, empty_absent: bool = False) -> str | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["enum"], *, enum: tuple[str, ...], empty_absent: bool = False) -> str | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["intorstr"]) -> int | str | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["boolmap"]) -> Mapping[str, bool] | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["ext"]) -> Mapping[str, Any] | None: ...
+@overload
+def _f(wire_name: str, kind: Literal["obj"], *, cls: type[_T]) -> _T | None: ...
+def _f(wire_name: str, kind: _Kind, **kw: Any) -> Any:
     return field(default=None, metadata={"w": _W(wire_name, kind, **kw)})
 
 
@@ -414,12 +438,19 @@ _DEFAULT_SPEC = NodeSLOSpec(resource_threshold=_DEFAULT_THRESHOLD, resource_qos=
                             extensions=MappingProxyType({}), host_applications=())
 
 # NoneCPUQOS / NoneResctrlQOS / NoneMemoryQOS: what a disabled LSR/LS/BE feature is reset to.
-_NONE_CPU = dict(group_identity=0, sched_idle=0, core_expeller=False)
-_NONE_RESCTRL = dict(cat_range_start_percent=0, cat_range_end_percent=100, mba_percent=100)
-_NONE_MEMORY = dict(min_limit_percent=0, low_limit_percent=0, throttling_percent=0, wmark_ratio=0,
-                    wmark_scale_permill=50, wmark_min_adj=0, priority_enable=0, priority=0, oom_kill_group=0,
-                    page_cache_enable=None, page_cache_limit_percent=None, page_cache_limit_size=None,
-                    page_cache_reclaim_sync=None)
+def _none_cpu(c: CPUQOSCfg) -> CPUQOSCfg:
+    return replace(c, group_identity=0, sched_idle=0, core_expeller=False)
+
+
+def _none_resctrl(c: ResctrlQOSCfg) -> ResctrlQOSCfg:
+    return replace(c, cat_range_start_percent=0, cat_range_end_percent=100, mba_percent=100)
+
+
+def _none_memory(c: MemoryQOSCfg) -> MemoryQOSCfg:
+    return replace(c, min_limit_percent=0, low_limit_percent=0, throttling_percent=0, wmark_ratio=0,
+                   wmark_scale_permill=50, wmark_min_adj=0, priority_enable=0, priority=0, oom_kill_group=0,
+                   page_cache_enable=None, page_cache_limit_percent=None, page_cache_limit_size=None,
+                   page_cache_reclaim_sync=None)
 
 
 def default_node_slo_spec() -> NodeSLOSpec:
@@ -428,23 +459,28 @@ def default_node_slo_spec() -> NodeSLOSpec:
     return _DEFAULT_SPEC
 
 
+def _none_class_if_disabled(c: ResourceQOS | None) -> ResourceQOS | None:
+    """One class: each disabled cpu / resctrl / memory QoS replaced by its None values (``c`` itself if none)."""
+    if c is None:
+        return None
+    cpu, resctrl, memory = c.cpu_qos, c.resctrl_qos, c.memory_qos
+    if cpu is not None and cpu.enable is False:
+        cpu = _none_cpu(cpu)
+    if resctrl is not None and resctrl.enable is False:
+        resctrl = _none_resctrl(resctrl)
+    if memory is not None and memory.enable is False:
+        memory = _none_memory(memory)
+    if cpu is c.cpu_qos and resctrl is c.resctrl_qos and memory is c.memory_qos:
+        return c
+    return replace(c, cpu_qos=cpu, resctrl_qos=resctrl, memory_qos=memory)
+
+
 def _none_if_disabled(rq: ResourceQOSStrategy) -> ResourceQOSStrategy:
     """``mergeNoneResourceQOSIfDisabled``: LSR, LS and BE only; blkio and network are left alone."""
-    changes: dict[str, ResourceQOS] = {}
-    for attr in ("lsr", "ls", "be"):
-        rq_class: ResourceQOS | None = getattr(rq, attr)
-        if rq_class is None:
-            continue
-        sub: dict[str, Any] = {}
-        if rq_class.cpu_qos is not None and rq_class.cpu_qos.enable is False:
-            sub["cpu_qos"] = replace(rq_class.cpu_qos, **_NONE_CPU)
-        if rq_class.resctrl_qos is not None and rq_class.resctrl_qos.enable is False:
-            sub["resctrl_qos"] = replace(rq_class.resctrl_qos, **_NONE_RESCTRL)
-        if rq_class.memory_qos is not None and rq_class.memory_qos.enable is False:
-            sub["memory_qos"] = replace(rq_class.memory_qos, **_NONE_MEMORY)
-        if sub:
-            changes[attr] = replace(rq_class, **sub)
-    return replace(rq, **changes) if changes else rq
+    lsr, ls, be = _none_class_if_disabled(rq.lsr), _none_class_if_disabled(rq.ls), _none_class_if_disabled(rq.be)
+    if lsr is rq.lsr and ls is rq.ls and be is rq.be:
+        return rq
+    return replace(rq, lsr=lsr, ls=ls, be=be)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -520,7 +556,7 @@ def _decode_value(w: _W, raw: Any, cur: Any, path: str, ctx: _Ctx) -> Any:
             return _ABSENT
         if kind == "enum" and ctx.check and raw not in w.enum:
             allowed = ", ".join(repr(e) for e in w.enum)
-            return ctx.bad(path, f"unknown value {raw!r}, expected one of {allowed}")
+            return ctx.bad(path, f"unknown value {raw!r:.80}, expected one of {allowed}")
         return raw
     if kind == "quantity":
         if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
@@ -665,7 +701,8 @@ def merge_node_slo_spec(spec: Any, name: str = "") -> tuple[NodeSLOSpec, list[st
         value = _decode_obj(NodeSLOSpec, spec, _DEFAULT_SPEC, "spec", ctx)
         if value is not _ABSENT:
             merged = value
-    merged = replace(merged, resource_qos=_none_if_disabled(merged.resource_qos))
+    if merged.resource_qos is not None:            # always: the defaults have one
+        merged = replace(merged, resource_qos=_none_if_disabled(merged.resource_qos))
     return merged, _report(ctx, what)
 
 

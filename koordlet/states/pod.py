@@ -248,6 +248,8 @@ def pod_from_k8s(obj: Any) -> Pod:
     if not isinstance(obj, dict):
         raise ValueError(f"expected a Pod object (mapping), got {type(obj).__name__}")
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"metadata is not a mapping: {type(meta).__name__}")
     name = meta.get("name") or "?"
     namespace = meta.get("namespace") or "default"
     where = f"pod {namespace}/{name}"

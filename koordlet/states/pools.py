@@ -11,13 +11,12 @@ nothing is turned into JSON only to be parsed back.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from koordlet import wire
+from koordlet import decode, wire
 from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.topology import Topology
 from koordlet.logutil import LogOnce
@@ -94,7 +93,7 @@ def pinned_cpus(meta: PodMeta, bad: LogOnce) -> set[int]:
     if not raw:
         return set()
     try:
-        doc = json.loads(raw)
+        doc = decode.loads(wire.ANNOTATION_RESOURCE_STATUS, raw)
         cpuset = doc.get("cpuset", "") if isinstance(doc, dict) else None
         if not isinstance(cpuset, str):
             raise ValueError("cpuset is not a string")
@@ -110,10 +109,7 @@ def _node_json(node: NodeInfo, key: str, bad: LogOnce) -> dict[str, Any] | None:
     if not raw:
         return None
     try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        return doc
+        return decode.json_object(key, raw)
     except (ValueError, RecursionError) as e:
         bad(key, "node %s annotation %s is malformed: %s; reported as {}", node.name, key, e)
         return None

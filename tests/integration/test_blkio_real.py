@@ -27,6 +27,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
+from tests.builders import host_paths
 from tests.realcgroup import CGROUP_FS
 
 pytestmark = pytest.mark.root
@@ -39,7 +40,6 @@ CHUNK = 256 * 2**10
 
 WRITER = """
 import mmap, os
-from tests.builders import host_paths
 fd = os.open({dev!r}, os.O_WRONLY | os.O_DIRECT)
 buf = mmap.mmap(-1, {chunk})       # page-aligned, as O_DIRECT wants
 buf.write(b"k" * {chunk})

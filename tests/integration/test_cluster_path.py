@@ -317,8 +317,8 @@ def test_agent_reports_devices_keeps_scheduler_allocations_and_follows_gpu_healt
     survives the scheduler's status write, turns a GPU unhealthy on XID 79 without losing the allocations, and
     is not rewritten every cycle while nothing changes."""
     import sys
-    from tests.fakepci import FakePci
-    from tests.peers import fakenvml
+    from doubles.fakepci import FakePci
+    from doubles import fakenvml
     double.resource("scheduling.koordinator.sh", "v1alpha1", "devices", "Device", namespaced=False)
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
     lib = fakenvml.h100_sxm8(host.paths)

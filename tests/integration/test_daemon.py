@@ -128,7 +128,7 @@ def test_daemon_serves_nri_to_a_runtime(tmp_path):
     """`koordlet run` registers with a runtime's NRI socket and answers CreateContainer from the shared rules."""
     import tempfile
 
-    from tests.peers.nriruntime import FakeRuntime
+    from doubles.nriruntime import FakeRuntime
     from tests.unit.test_nri_hooks import be_spec, container, sandbox
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
     sock_dir = tempfile.mkdtemp(prefix="nrid")
@@ -162,7 +162,7 @@ def test_daemon_serves_pod_resources_to_multus(tmp_path):
 
     from koordlet import wire
     from tests.peers import multus
-    from tests.peers.kubelet_podresources import FakeKubelet
+    from doubles.kubelet_podresources import FakeKubelet
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
     host.add_pod(KubeQOS.BURSTABLE, "uid-rdma", CgroupValues(cpu_ns=1), {A: CgroupValues(cpu_ns=1)})
     obj = pod_object("uid-rdma", "train", namespace="ml", containers={"app": A})

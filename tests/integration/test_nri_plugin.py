@@ -1,4 +1,4 @@
-"""The NRI plugin against a runtime-side peer (tests/peers/nriruntime.py) over a real unix socket: handshake,
+"""The NRI plugin against a runtime-side peer (doubles/nriruntime.py) over a real unix socket: handshake,
 every adjustment field, framing cases, fail-open, and the connection lifecycle (reconnects, one connection)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from koordlet.metrics import AgentMetrics
 from nri_plugin.hooks import HookFeatures, Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
 from proto.nri import api_pb2 as api
-from tests.peers.nriruntime import FakeRuntime, TTRPCError
+from doubles.nriruntime import FakeRuntime, TTRPCError
 from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox, view
 from tests.unit.test_qos_strategies import fake_host
 from tests.waits import wait_for
@@ -275,7 +275,8 @@ def test_dropped_by_runtime_reconnects_after_backoff(h):
 def test_socket_absent_at_start_retries_quietly_then_connects_at_once(h, caplog):
     with caplog.at_level(logging.INFO, logger="nri_plugin"):
         plugin = h.plugin(backoff_initial=0.05, backoff_max=0.4)
-        time.sleep(2.0)
+        assert wait_for(lambda: any("keeps retrying" in r.getMessage() for r in caplog.records), 15)
+        time.sleep(1.0)                          # two more capped retries: they must stay silent
         lines = [r for r in caplog.records if "nri runtime unavailable" in r.getMessage()]
         # 0.05, 0.1, 0.2, 0.4 (capped) then one "keeps retrying" line and silence
         assert [r.getMessage().split("retry_in=")[1] for r in lines] == ["0.1s", "0.1s", "0.2s", "0.4s"]
@@ -285,8 +286,9 @@ def test_socket_absent_at_start_retries_quietly_then_connects_at_once(h, caplog)
     # "at once" against the back-off, not a stopwatch: a plugin whose next retry is 60 s away (its first attempt
     # already failed) must connect long before that when the socket appears, so it watched for the socket
     plugin.stop()
+    h.plugins.remove(plugin)                     # stopped here, not again at teardown
+    absent = metric(h.metrics, "koordlet_nri_reconnects_total", reason="socket_absent")     # the first is stopped
     patient = h.plugin(backoff_initial=60.0, backoff_max=60.0)
-    absent = metric(h.metrics, "koordlet_nri_reconnects_total", reason="socket_absent")
     assert wait_for(lambda: metric(h.metrics, "koordlet_nri_reconnects_total", reason="socket_absent") > absent, 10)
     rt = h.runtime()
     assert rt.wait_ready(20.0), "connected only on its back-off, not when the socket appeared"

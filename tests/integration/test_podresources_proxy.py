@@ -25,7 +25,7 @@ from tests import builders
 from proto.podresources import api_pb2 as pb
 from proto.podresources import api_pb2_grpc as pb_grpc
 from tests.peers import multus
-from tests.peers.kubelet_podresources import FakeKubelet
+from doubles.kubelet_podresources import FakeKubelet
 
 GPU0 = "GPU-5b1f0000-0000-0000-0000-000000000000"
 PF, VF_A, VF_B, VF_C = "0000:09:00.0", "0000:09:00.4", "0000:09:00.5", "0000:09:00.6"

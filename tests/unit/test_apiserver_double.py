@@ -18,6 +18,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from tests.peers.apiserver_double import ApiServerDouble, Resource
+from tests.builders import pod_object
 
 SLO = ("slo.koordinator.sh", "v1alpha1")
 NRT = ("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies")
@@ -41,10 +42,10 @@ def node_metric(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def pod(name: str, namespace: str = "default", node: str = "node-a", **labels: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
-    }
+    obj = pod_object(None, name, namespace=namespace, labels=labels, node=node, qos=None, phase=None,
+                     spec_containers=[{"name": "c", "image": "busybox"}], statuses=False, api_version=False)
+    del obj["status"]                                 # a bare create: the API server has no status yet
+    return obj
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:

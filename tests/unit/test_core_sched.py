@@ -47,7 +47,8 @@ def pod(uid: str = "u1", qos_class: str | None = "LS", kube: str = "Burstable", 
     all_labels = dict(labels)
     if qos_class is not None:
         all_labels[QOS_LABEL] = qos_class
-    return Pod(uid=uid, name=f"p-{uid}", namespace="ns", kube_qos=KUBE[kube], labels=all_labels)
+    return pod_from_k8s(pod_object(uid, f"p-{uid}", namespace="ns", qos=KUBE[kube].value, labels=all_labels,
+                                   phase=None))
 
 
 # ---------------------------------------------------------------------------------------------------------------

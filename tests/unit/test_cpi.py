@@ -18,7 +18,7 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import Container, Pod
-from tests.peers.fakeperf import FakePerfKernel
+from doubles.fakeperf import FakePerfKernel
 
 UIDS = ["11111111-0000-0000-0000-00000000000" + str(i) for i in range(4)]
 

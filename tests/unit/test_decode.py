@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,7 +33,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, extended_resource_spec
-from nri_plugin.hooks import HookFeatures
+from nri_plugin.hooks import HookFeatures, Hooks
 from tests.unit.test_nri_hooks import be_spec, container, hooks, sandbox
 from tests.unit.test_nri_hooks import resources as adjusted
 from tests.unit.test_nri_hooks import view as hook_view
@@ -123,6 +124,13 @@ def fastest(fn: Callable[[], Any], rounds: int = 5, inner: int = 20) -> float:
 # the decoder
 
 
+def test_many_bad_fields_make_one_short_problem():
+    raw = json.dumps({"blocks": [{"name": "v", "type": "disk"}] * 1000})       # about 32 KiB
+    with pytest.raises(DecodeError) as e:
+        blkio.pod_blocks({wire.ANNOTATION_POD_BLKIO_QOS: raw})
+    assert len(e.value.problem) <= decode.MAX_PROBLEM and e.value.problem.endswith("...")
+
+
 def test_decode_error_is_a_value_error_naming_the_key():
     with pytest.raises(DecodeError) as e:
         decode.json_object("example.com/key", "[1]")
@@ -168,13 +176,13 @@ def test_nesting_depth_counts_only_structure(value, depth):
 
 def test_typed_fields_name_the_path():
     assert decode.obj("k", None) == {} and decode.array("k", None) == []
-    with pytest.raises(DecodeError, match="k: a.b: expected an object, got int"):
+    with pytest.raises(DecodeError, match=re.escape("k: a.b: expected an object, got int")):
         decode.obj("k", 5, "a.b")
     with pytest.raises(DecodeError, match="expected a list, got null"):
         decode.array("k", None, null=False)
     with pytest.raises(DecodeError, match="expected an integer"):
         decode.integer("k", True)
-    with pytest.raises(DecodeError, match="outside -1..2"):
+    with pytest.raises(DecodeError, match=re.escape("outside -1..2")):
         decode.integer("k", 3, lo=-1, hi=2)
     with pytest.raises(DecodeError, match="expected a boolean"):
         decode.boolean("k", "yes")
@@ -260,7 +268,7 @@ def test_nodeslo_quantities_are_bounded_and_a_bad_one_costs_only_its_field():
 def test_hostile_json_costs_no_more_than_a_valid_document_of_its_size():
     normal = "[" + "0," * 2499 + "0]"                                   # 5,001 bytes, depth 1
     for hostile in (DEEP, '["a",' * 1000 + "1" + "]" * 1000, '"\\"' * 1600 + "[" * 40):
-        assert fastest(lambda: decode.loads("k", hostile)) < 20 * fastest(lambda: decode.loads("k", normal))
+        assert fastest(lambda h=hostile: decode.loads("k", h)) < 20 * fastest(lambda: decode.loads("k", normal))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -368,9 +376,8 @@ def test_nri_other_hostile_annotations_lose_only_their_part(tmp_path, annotation
         assert adjusted(h.create_container(bad, container(bad))) == {k: v for k, v in want.items() if k not in lost}
 
 
-def test_nri_sandbox_with_bad_cpu_qos_keeps_the_batch_settings(tmp_path):
-    paths, cg, files = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
-    from nri_plugin.hooks import Hooks
+def test_nri_sandbox_with_bad_cpu_qos_gets_the_class_bvt(tmp_path):
+    _, cg, _ = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
     h = Hooks(HookFeatures(), cg.layout, lambda: hook_view(ls=ALL_ON), Executor(cg), bvt=True)
     bad = sandbox("u-bad", "LS", annotations={wire.ANNOTATION_POD_CPU_QOS: DEEP})
     mkcg(cg, "kubepods/burstable/podu-bad", ("cpu.bvt_warp_ns",))
@@ -482,4 +489,46 @@ def test_valid_annotations_decode_as_before():
     assert not evict.eviction_policy_allows(mkpod({wire.ANNOTATION_EVICTION_POLICY: "null"}), "BECPUEvict")
     spec = extended_resource_spec({wire.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"c": BATCH}})})
     assert spec["c"].batch_cpu_request == 500 and spec["c"].batch_memory_limit == 2 << 30
-    assert replace(spec["c"]) == spec["c"]
+
+
+@pytest.mark.parametrize("hostile", [DEEP, NUMA_INT, HOSTILE["oversize"],
+                                     '{"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1e10000000"}}]}'],
+                         ids=["deep", "scalar-field", "oversize", "huge-exponent"])
+def test_podresources_merge_lists_the_bad_pod_without_devices_and_the_others_with(hostile):
+    from koordlet.podresources.merge import merge
+    from tests.unit.test_podresources_merge import RDMA_PF, VF_A, rdma
+    from tests.unit.test_podresources_merge import pod as spec_pod
+    good = spec_pod("good", [("app", {wire.RESOURCE_RDMA: "1"})], {"rdma": [rdma(RDMA_PF, VF_A)]})
+    bad = spec_pod("bad", [("app", {wire.RESOURCE_RDMA: "1"})], hostile, uid="99999999-2222-3333-4444-555555555555")
+    merged = merge([], [bad, good])
+    listed = {p.name: [(d.resource_name, list(d.device_ids)) for c in p.containers for d in c.devices]
+              for p in merged.response.pod_resources}
+    assert listed == {"bad": [], "good": [(wire.RESOURCE_RDMA, [VF_A])]}
+    assert [k for k, _ in merged.problems] == ["default/bad"]
+    assert wire.ANNOTATION_DEVICE_ALLOCATED in merged.problems[0][1]
+
+
+def test_hami_plan_refuses_a_hostile_allocation_with_a_decode_error():
+    from hami_bridge.inject import plan
+    for hostile in (DEEP, NUMA_INT, '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory":"1e10000000"}}]}'):
+        with pytest.raises(DecodeError) as e:
+            plan({wire.ANNOTATION_DEVICE_ALLOCATED: hostile}, {}, "11111111-2222-3333-4444-555555555555", "c")
+        assert e.value.key == wire.ANNOTATION_DEVICE_ALLOCATED
+
+
+@pytest.mark.parametrize("hostile", [DEEP, NUMA_INT, '{"cpuset":"0-20000000"}', HOSTILE["oversize"]],
+                         ids=["deep", "numa-int", "huge-cpu-range", "oversize"])
+def test_node_pools_ignore_only_the_bad_pin(hostile):
+    """The pools every strategy and the NRT report use: a bad pod's pin is ignored, the other pins are taken out
+    (a RecursionError here used to skip every QoS cycle)."""
+    from koordlet.states.pools import cpu_pools
+    from tests.unit.test_nrt import meta, two_socket_topology
+    topo = two_socket_topology()
+    pods = [meta("aaaaaaaa-0000-0000-0000-000000000001", "bad", annotations={STATUS: hostile}),
+            meta("aaaaaaaa-0000-0000-0000-000000000002", "pinned", labels={wire.LABEL_QOS_CLASS: "LSR"},
+                 annotations={STATUS: '{"cpuset": "0-1"}'})]
+    node = NodeInfo("n", annotations={wire.ANNOTATION_NODE_RESERVATION: hostile,
+                                      wire.ANNOTATION_SYSTEM_QOS_RESOURCE: hostile})
+    pools = cpu_pools(topo, pods, node, None)
+    assert pools.ls == {0: (4, 5), 1: (2, 3, 6, 7)}
+    assert pools.reserved_cpus == () and pools.system_cpus == ()

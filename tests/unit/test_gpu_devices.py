@@ -1,4 +1,4 @@
-"""NVIDIA GPUs end to end against the NVML fake (tests/peers/fakenvml.py): inventory, the Device CR (GPUs, RDMA,
+"""NVIDIA GPUs end to end against the NVML fake (doubles/fakenvml.py): inventory, the Device CR (GPUs, RDMA,
 partition table, merge), failure injection (no driver, lost GPUs, XID events through the real watcher thread),
 usage collection with per-pod attribution of real processes, MIG attribution through the device-allocated
 annotation, NodeMetric devices, the device-allocated parser and the ``topology`` / ``doctor`` commands."""
@@ -37,8 +37,8 @@ from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
-from tests.fakepci import FakePci
-from tests.peers import fakenvml
+from doubles.fakepci import FakePci
+from doubles import fakenvml
 from tests.peers.crdschema import CrdSchemas
 from tests.waits import wait_for
 

@@ -15,7 +15,7 @@ from koordlet.host import probes
 from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
 from tests.fakehost import CgroupValues, FakeHost
-from tests.peers import fakenvml
+from doubles import fakenvml
 from tests.peers.crdschema import CrdSchemas
 from tests.peers.kubelet_double import KubeletDouble
 from tests.builders import host_paths, pod_object

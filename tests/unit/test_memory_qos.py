@@ -47,11 +47,10 @@ STRATEGY = SLO.resource_qos
 def pod(uid=U1, name="web", *, qos="Burstable", labels=None, annotation=None, containers=None, phase="Running"):
     """containers: {name: (id, {"requests": {...}, "limits": {...}})}."""
     containers = containers or {"app": (A, {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}})}
-    obj = pod_object(uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()})
-    obj["spec"]["containers"] = [{"name": n, "resources": res} for n, (_, res) in containers.items()]
-    obj["metadata"]["annotations"] = {} if annotation is None else {wire.ANNOTATION_POD_MEMORY_QOS: annotation}
-    obj["status"]["phase"] = phase
-    return pod_from_k8s(obj)
+    return pod_from_k8s(pod_object(
+        uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()},
+        resources={n: res for n, (_, res) in containers.items()}, phase=phase,
+        annotations={} if annotation is None else {wire.ANNOTATION_POD_MEMORY_QOS: annotation}))
 
 
 # ----------------------------------------------------------------------------------------------------------

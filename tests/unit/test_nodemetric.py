@@ -2,14 +2,16 @@ from koordlet.host.cgroup import KubeQOS
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, go_duration
 from koordlet.states.informer import PodMeta
-from koordlet.states.pod import Pod
+from koordlet.states.pod import pod_from_k8s
+from tests.builders import pod_object
 
 NOW = 1_800_000_000.0
 GiB = 2**30
 
 
 def pod(uid, name, ns="default", qos=KubeQOS.BURSTABLE, labels=None):
-    return PodMeta(Pod(uid=uid, name=name, namespace=ns, kube_qos=qos, labels=labels or {}), f"p/{uid}", ())
+    return PodMeta(pod_from_k8s(pod_object(uid, name, namespace=ns, qos=qos.value, labels=labels or {}, phase=None)),
+                   f"p/{uid}", ())
 
 
 def fill(cache, seconds, step=10.0):

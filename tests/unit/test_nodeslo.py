@@ -575,6 +575,23 @@ def test_file_reloads_on_change_and_keeps_last_good_on_garbage(tmp_path, caplog)
     assert src.spec.resource_qos.be.memory_qos.wmark_ratio == 60
 
 
+def test_a_hostile_file_written_while_running_is_refused_and_a_later_good_one_applies(tmp_path, caplog):
+    """3,000 nested brackets used to raise RecursionError out of the parser and kill the thread that reloads the
+    file: now it is refused like any invalid file (last good spec kept) and the next good file is applied."""
+    write = Writer(tmp_path / "nodeslo.yaml")
+    write(nodeslo_doc(80))
+    src = NodeSLOFile(write.path, node_name="node-1")
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        write("[" * 3000 + "]" * 3000)
+        assert src.refresh() is False
+        assert src.spec.resource_qos.be.memory_qos.wmark_ratio == 80
+        assert "nested deeper than 64 levels" in src.errors[0]
+        write("a:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 200)))     # deep block style too
+        assert src.refresh() is False and "nested deeper" in src.errors[0]
+    write(nodeslo_doc(60))
+    assert src.refresh() is True and src.spec.resource_qos.be.memory_qos.wmark_ratio == 60
+
+
 def test_file_with_bare_spec_and_section_errors(tmp_path):
     write = Writer(tmp_path / "spec.yaml")
     write({"cpuBurstStrategy": {"policy": "auto"}, "systemStrategy": {"watermarkScaleFactor": 1000}})

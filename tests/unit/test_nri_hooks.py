@@ -276,7 +276,7 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
     from koordlet.host.paths import HostPaths
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import pod_from_k8s
-    from tests.fakepci import FakePci
+    from doubles.fakepci import FakePci
     host = HostPaths.under(str(tmp_path / "host"))
     pci = FakePci(host.sys_root)
     pci.add("0000:09:00.0", pci_class="0x020000", vendor="0x15b3", device="0x101b")

@@ -1,4 +1,4 @@
-"""Self-tests of the fake NRI runtime (tests/peers/nriruntime.py).
+"""Self-tests of the fake NRI runtime (doubles/nriruntime.py).
 
 The "plugin" here is a blocking socket speaking hand-built mux + ttRPC frames (only the protobuf payloads use
 the generated modules), so the peer is checked against the wire facts, not against our own plugin transport.
@@ -17,7 +17,7 @@ import pytest
 
 from proto.nri import api_pb2 as api
 from proto.ttrpc import ttrpc_pb2
-from tests.peers.nriruntime import FakeRuntime, TTRPCError
+from doubles.nriruntime import FakeRuntime, TTRPCError
 
 KOORD_EVENTS = 0x8D   # RunPodSandbox | RemovePodSandbox | CreateContainer | UpdateContainer
 

@@ -15,7 +15,7 @@ import pytest
 from koordlet.host.paths import HostPaths
 from koordlet.host.pci import PciPlacement, driver_bus_ids, normalize_bus_id, placement
 from koordlet.host.rdma import RdmaDevice, discover_rdma
-from tests.fakepci import FakePci
+from doubles.fakepci import FakePci
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sysfs-hwloc"
 PCI_DUMP = "40intel64-2g2n4c+pcilocality"

@@ -17,6 +17,7 @@ from koordlet.states.apiserver import ApiServerPodSource
 from koordlet.states.kubelet import KubeletClient, KubeletError
 from tests.peers.apiserver_double import ApiServerDouble, Request, status_object, write_kubeconfig
 from tests.peers.kubelet_double import KubeletDouble, TlsFiles, make_self_signed_cert, openssl_available
+from tests.builders import pod_object
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,24 +32,12 @@ Closing = Callable[[C], C]
 
 def make_pod(name: str, namespace: str, node: str, container_id: str) -> dict[str, Any]:
     """A pod in wire format, with the camelCase keys both sources must preserve."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "creationTimestamp": "2024-01-01T00:00:00Z",
-        },
-        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
-        "status": {
-            "phase": "Running",
-            "qosClass": "Burstable",
-            "containerStatuses": [
-                {"name": "main", "containerID": container_id, "ready": True, "restartCount": 0}
-            ],
-        },
-    }
+    assert "://" in container_id                      # kept as given
+    obj = pod_object(f"uid-{name}", name, namespace=namespace, node=node, containers={"main": container_id},
+                     spec_containers=[{"name": "main", "image": "busybox"}], labels_key=False)
+    obj["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z"
+    obj["status"]["containerStatuses"][0].update(ready=True, restartCount=0)
+    return obj
 
 
 def free_port() -> int:

@@ -1,5 +1,5 @@
 """Resctrl (RDT CAT/MBA): the value functions, the annotation, and the strategy against a fake of the kernel's
-resctrl filesystem (tests/fakeresctrl.py) with real task files (reference/qos-enforcement.md §3c)."""
+resctrl filesystem (doubles/fakeresctrl.py) with real task files (reference/qos-enforcement.md §3c)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.nodeslo import NodeSLOSpec, ResctrlQOSCfg, merge_node_slo_spec
 from koordlet.states.pod import Container, Pod
-from tests.fakeresctrl import AMD, INTEL, FakeResctrl, Profile
+from doubles.fakeresctrl import AMD, INTEL, FakeResctrl, Profile
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}

@@ -42,12 +42,13 @@ def test_pods_file_names_pods_and_containers(tmp_path):
 def test_malformed_pods_file_entries_are_skipped_with_clear_errors(tmp_path, caplog):
     f = tmp_path / "pods.yaml"
     f.write_text(yaml.safe_dump([pod_object("uid-1", "good"), {"metadata": {"name": "nouid"}}, "junk",
-                                 pod_object("uid-1", "dup")]))
+                                 pod_object("uid-1", "dup"), {"metadata": [1, 2], "spec": {}}]))
     pods, errors = load_pods_file(str(f))
     assert list(pods) == ["uid-1"] and pods["uid-1"].name == "good"
     assert any("entry 1" in e and "pod uid" in e for e in errors)
     assert any("entry 2" in e and "expected a Pod object" in e for e in errors)
     assert any("entry 3" in e and "duplicate uid" in e for e in errors)
+    assert any("entry 4" in e and "metadata is not a mapping" in e for e in errors)    # only that entry lost
 
 
 def test_unparseable_file_keeps_previous_content_and_reload(tmp_path, caplog):

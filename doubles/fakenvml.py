@@ -29,7 +29,7 @@ from typing import Any, Callable
 import pynvml as _real
 
 from koordlet.host.paths import HostPaths
-from tests.fakepci import FakePci
+from doubles.fakepci import FakePci
 
 MIB = 1 << 20
 
