@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import re
+import socket
 import struct
 import threading
 import time
@@ -143,6 +144,35 @@ class FakeRuntime:
         async def drop() -> None:
             self._close(self._current(), "dropped by runtime")
         self.run(drop())
+
+    def crash(self) -> None:
+        """A runtime that dies: its connections and listener go away, but the socket file stays behind, stale
+        (connecting is refused), until the next runtime replaces it (``recover``), as after a containerd crash."""
+        async def crash() -> None:
+            for conn in list(self._conns):
+                self._close(conn, "runtime crashed")
+            if self._server is not None:
+                self._server.close()
+                await self._server.wait_closed()
+                self._server = None
+            if not os.path.exists(self.socket_path):    # an asyncio that unlinks on close: leave one behind
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stale:
+                    stale.bind(self.socket_path)
+        self.run(crash())
+
+    def recover(self, listen_delay: float = 0.0) -> None:
+        """The runtime is back: the stale socket is unlinked and a new one bound at the same path, which on ext4
+        usually gets the same inode number back. ``listen_delay`` holds the new socket bound but not yet
+        listening (connects are refused) for that long, the window every bind-then-listen runtime has."""
+        async def recover() -> None:
+            if os.path.lexists(self.socket_path):
+                os.unlink(self.socket_path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(self.socket_path)
+            if listen_delay > 0:
+                await asyncio.sleep(listen_delay)
+            self._server = await asyncio.start_unix_server(self._serve, sock=sock)
+        self.run(recover())
 
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the peer loop and return its result.

@@ -183,7 +183,7 @@ class Agent:
                                 config.kubelet_sync_interval, config.pod_source)
         informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
         slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
-        node = NodeState(config, paths, cgroups.layout, informer, cluster=cluster, kubelet=kubelet,
+        node = NodeState(config, paths, cgroups, informer, cluster=cluster, kubelet=kubelet,
                          slo_file=slo_file)
         # a one-shot run must not touch the daemon's checkpoints (restore deletes those of unknown pods)
         checkpoints = config.prediction_checkpoint_filepath if persist else ""

@@ -24,12 +24,13 @@ class _BoundedLoader(yaml.SafeLoader):
 
     _depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise _TooDeep(f"nested deeper than {MAX_DEPTH} levels")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            # types-PyYAML says index: int; PyYAML also passes a mapping's key node (and None for the root)
+            return super().compose_node(parent, index)  # type: ignore[arg-type]
         finally:
             self._depth -= 1
 

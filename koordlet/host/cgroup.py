@@ -268,6 +268,18 @@ class Cgroups:
     def has_dir(self, subsystem: str, rel: str) -> bool:
         return os.path.isdir(self.path(subsystem, rel))
 
+    def escape(self, rel: str) -> str | None:
+        """Where ``rel`` really leads when that is outside the cgroup root (a symlink in a tree that is not a cgroup
+        filesystem, where symlinks can exist), else None. Checked after resolving, in every v1 hierarchy."""
+        subsystems = ("cpu", "cpuacct", "cpuset", "memory", "blkio", "net_cls") \
+            if self.version is CgroupVersion.V1 else ("",)
+        for subsystem in subsystems:
+            root = os.path.realpath(self.path(subsystem, ""))
+            target = os.path.realpath(self.path(subsystem, rel))
+            if target != root and not target.startswith(root + os.sep):
+                return target
+        return None
+
     def listing_dir(self, rel: str) -> str:
         """The directory whose children are listed/watched for pods and containers (v1: cpu, as upstream)."""
         return self.path("cpu", rel)

@@ -2,11 +2,13 @@
 
 Plain ``os.open``/``os.read`` instead of ``open()``: kernel files are tiny, and skipping the buffered-IO and
 text-decoding layers is most of the cost of a collection cycle (see bench/). Plus the one directory helper
-host-side preparation needs (:func:`reset_dir`).
+host-side preparation needs (:func:`reset_dir`), and :func:`vanished`, the one rule for which errors mean
+"the cgroup (or process) went away" rather than "something is wrong".
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 
@@ -26,6 +28,18 @@ def read_bytes(path: str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+#: errnos that mean the object went away between listing it and reading/writing it (normal pod churn):
+#: ENOENT/ENOTDIR at open (the dir is gone), ENODEV on a read or write through an fd opened before the cgroup's
+#: rmdir (kernfs, under both v1 and v2, refuses every operation on a removed node; checked on a real v1 tree),
+#: ESRCH from /proc files of a process that exited mid-read.
+VANISHED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ESRCH})
+
+
+def vanished(e: BaseException) -> bool:
+    """True when ``e`` is an OSError saying the cgroup / process is gone (counted as churn, never logged)."""
+    return isinstance(e, OSError) and e.errno in VANISHED_ERRNOS
 
 
 def read_text(path: str) -> str:

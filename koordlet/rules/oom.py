@@ -32,7 +32,7 @@ def _from_pod(raw: str) -> int:
     key = wire.ANNOTATION_OOM_SCORE_ADJ
     text = raw.strip()
     if len(text) > 8 or not text.lstrip("+-").isdigit():      # -1000..1000: a longer text is never in range
-        raise decode.DecodeError(key, f"{raw!r:.40} is not an integer")
+        raise decode.DecodeError(key, f"{raw!r:.40} is not an integer in {OOM_SCORE_ADJ_MIN}..{OOM_SCORE_ADJ_MAX}")
     return _checked(key, int(text), "")
 
 

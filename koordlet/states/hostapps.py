@@ -4,16 +4,18 @@ Upstream's rule (pkg/koordlet/util/host_application.go): without ``cgroupPath`` 
 ``host-latency-sensitive/<name>`` for LSE/LSR/LS, ``host-best-effort/<name>`` for BE and ``<name>`` otherwise,
 under the cgroup root; with it, ``<base>/<parentDir>/<relativePath>`` where base is the cgroup root or the
 kubepods / burstable / besteffort dir of this node's driver. Beyond upstream: a name or path that would leave
-the cgroup root (``..``, an absolute path) is refused with an error naming the application, and the others stay.
+the cgroup root (``..``, an absolute path, a control character such as NUL) is refused with an error naming the
+application, and the others stay; so is one whose dir, resolved, leads outside the root (``escaping``).
 """
 
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from typing import Sequence
 
 from koordlet import wire
-from koordlet.host.cgroup import KubeQOS, Layout
+from koordlet.host.cgroup import Cgroups, KubeQOS, Layout
 from koordlet.states.nodeslo import HostApplicationSpec
 
 DEFAULT_LS_DIR, DEFAULT_BE_DIR = "host-latency-sensitive", "host-best-effort"
@@ -42,12 +44,24 @@ def cgroup_dir(app: HostApplicationSpec, layout: Layout) -> str:
         base = layout.qos_dir(_BASES[path.base]) if path.base in _BASES else ""
         parts = [base, path.parent_dir or "", path.relative_path or ""]
     for part in parts[1:]:                     # the base is ours; the rest comes from the NodeSLO
+        if any(ord(ch) < 0x20 or ch == "\x7f" for ch in part):
+            raise ValueError(f"cgroup path part {part!r} has a control character (NUL, newline...)")
         if part.startswith("/") or ".." in part.split("/"):
             raise ValueError(f"cgroup path part {part!r} leaves the cgroup root")
     joined = posixpath.normpath(posixpath.join(*[p for p in parts if p] or ["."]))
     if joined in (".", "") or joined.startswith(".."):
         raise ValueError("cgroup path is empty or leaves the cgroup root")
     return joined
+
+
+def escaping(apps: Sequence[HostApp], cgroups: Cgroups) -> dict[str, str]:
+    """App name -> where its dir really leads, for the apps whose resolved dir leaves the cgroup root."""
+    out = {}
+    for app in apps:
+        target = cgroups.escape(app.cgroup_dir)
+        if target is not None:
+            out[app.name] = target
+    return out
 
 
 def resolve_host_apps(specs: tuple[HostApplicationSpec, ...], layout: Layout) -> tuple[list[HostApp], list[str]]:

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from koordlet.config import Config
-from koordlet.host.cgroup import Layout
+from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import Topology, read_topology
 from koordlet.logutil import LogOnce
-from koordlet.states.hostapps import HostApp, resolve_host_apps
+from koordlet.states.hostapps import HostApp, escaping, resolve_host_apps
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.kubelet import KubeletClient, KubeletCPUConfig
 from koordlet.states.node import NodeInfo
@@ -96,12 +96,12 @@ def _by_identity(value: Any) -> bool:
 class NodeState:
     """The live node state (see the module docstring); thread-safe for readers, refreshed by the agent's loops."""
 
-    def __init__(self, config: Config, paths: HostPaths, layout: Layout, informer: PodsInformer, *,
+    def __init__(self, config: Config, paths: HostPaths, cgroups: Cgroups, informer: PodsInformer, *,
                  cluster: Cluster | None = None, kubelet: KubeletClient | None = None,
                  slo_file: NodeSLOFile | None = None, topology: Topology | None = None) -> None:
         self.config = config
         self.paths = paths
-        self.layout = layout
+        self.cgroups = cgroups
         self.informer = informer
         self.cluster = cluster
         self.kubelet = kubelet
@@ -136,8 +136,14 @@ class NodeState:
         return self._slo_state()[0]
 
     def host_apps(self) -> tuple[HostApp, ...]:
-        """The NodeSLO's host applications with their cgroup dirs (refused ones logged once)."""
-        return self._slo_state()[1]
+        """The NodeSLO's host applications with their cgroup dirs (refused ones logged once). Checked again on every
+        call after resolving: a symlink that appears later must not lead a write outside the cgroup root."""
+        apps = self._slo_state()[1]
+        escaping_ = escaping(apps, self.cgroups)
+        for name, target in escaping_.items():
+            self._bad(f"hostapp escape {name}", "NodeSLO %s: host application %s: its cgroup dir resolves to %s, "
+                      "outside the cgroup root; not collected or enforced", self.config.node_name, name, target)
+        return tuple(a for a in apps if a.name not in escaping_) if escaping_ else apps
 
     def _slo_state(self) -> tuple[NodeSLOSpec, tuple[HostApp, ...]]:
         if self.cluster is not None:
@@ -154,7 +160,7 @@ class NodeState:
                 spec = self.slo_file.spec         # the file source logs its own errors
             else:
                 spec, errors = node_slo_from_object(obj) if obj else merge_node_slo_spec(None, self.config.node_name)
-            apps, app_errors = resolve_host_apps(spec.host_applications, self.layout)
+            apps, app_errors = resolve_host_apps(spec.host_applications, self.cgroups.layout)
             for e in errors + app_errors:
                 self._bad(f"nodeslo {e}", "NodeSLO %s: %s", self.config.node_name, e)
             return spec, tuple(apps)

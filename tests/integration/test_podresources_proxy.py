@@ -169,7 +169,11 @@ def test_a_thousand_concurrent_lists_cost_at_most_one_kubelet_call_per_second(ha
         elapsed = time.monotonic() - started
     assert all(len(a.pod_resources) == 3 for a in answers)
     calls = [t for m, t in h.kubelet.calls if m == "List"]
-    assert 1 <= len(calls) <= int(elapsed) + 1
+    # at most one call a second, on the kubelet's own clock: spaced ≥ 0.99 s apart, so however long a loaded host
+    # makes the thousand lists take, the calls inside that window number at most elapsed/0.99 + 1 (a call made
+    # while the harness started, before the window, is not counted against it)
+    during = [t for t in calls if t >= started]
+    assert 1 <= len(calls) and len(during) <= int(elapsed / 0.99) + 1
     assert all(b - a >= 0.99 for a, b in zip(calls, calls[1:]))
 
 

@@ -177,7 +177,7 @@ def test_pools_are_computed_once_per_input_and_again_when_the_pods_change(tmp_pa
                                      annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"1"}'}))
     pods = [(meta_for(pinned, cgroups.layout),)]
     informer = PodsInformer(lambda: list(pods[-1]), 60.0, "standalone")
-    state = NodeState(config(), host.paths, cgroups.layout, informer)
+    state = NodeState(config(), host.paths, cgroups, informer)
     assert state.view() is None                               # pods never synced: nothing to decide from
     informer.sync()
     first = state.view()

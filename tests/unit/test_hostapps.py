@@ -50,6 +50,8 @@ def test_cgroup_dirs_follow_upstream_defaults_and_bases():
     ({"name": "evil", "cgroupPath": {"parentDir": "/abs", "relativePath": "x"}}, "leaves the cgroup root"),
     ({"name": "evil", "cgroupPath": {"relativePath": "a/../../.."}}, "leaves the cgroup root"),
     ({"qos": "LS"}, "name is required"),
+    ({"name": "nul\x00x"}, "control character"),
+    ({"name": "evil", "cgroupPath": {"relativePath": "a\nb"}}, "control character"),
 ])
 def test_escaping_or_nameless_apps_are_refused_alone(raw, problem):
     apps, errors = apps_from([raw, {"name": "good"}])
@@ -95,3 +97,40 @@ def test_collection_system_remainder_and_node_metric(tmp_path):
     with_cache = NodeMetricBuilder(cache, CollectPolicy(memory_policy="usageWithPageCache")).status(
         [], 1_000_000.0, host_apps=apps)
     assert with_cache["hostApplicationMetric"][0]["usage"]["resources"]["memory"] == "120Mi"
+
+
+def test_an_app_dir_that_resolves_outside_the_root_is_dropped_and_written_nowhere(tmp_path, caplog):
+    """The text of the path is fine, but on a tree that is not a cgroup filesystem the dir is a symlink out of the
+    root (here made after the NodeSLO was read): the app is left out of collection and enforcement, logged once."""
+    import logging
+    import os
+
+    from koordlet.config import build
+    from koordlet.executor import Executor
+    from koordlet.qos.pod_resources import PodResources
+    from koordlet.states.informer import PodsInformer
+    from koordlet.states.nodeslo import NodeSLOFile
+    from koordlet.states.nodestate import NodeState
+
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
+    cgroups = Cgroups.detect(host.paths)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    nodeslo = tmp_path / "nodeslo.yaml"
+    nodeslo.write_text('hostApplications: [{name: nginx, qos: LS}, {name: logagent, qos: BE}]\n')
+    for sub in ("cpu", "cpuset", "cpuacct", "memory"):
+        os.makedirs(cgroups.path(sub, "host-best-effort/logagent"), exist_ok=True)
+        os.makedirs(cgroups.path(sub, "host-latency-sensitive"), exist_ok=True)
+        os.symlink(outside, os.path.join(cgroups.path(sub, "host-latency-sensitive"), "nginx"))
+    informer = PodsInformer(lambda: [], 60.0, "standalone")
+    informer.sync()
+    config = build(environ={}, flags={"standalone": True, "node-name": "n", "nodeslo-file": str(nodeslo)})
+    state = NodeState(config, host.paths, cgroups, informer, slo_file=NodeSLOFile(str(nodeslo), "n"))
+    with caplog.at_level(logging.ERROR, "koordlet.states.nodestate"):
+        assert [a.name for a in state.host_apps()] == ["logagent"]
+        view = state.view()
+        assert view is not None and [a.name for a in view.host_apps] == ["logagent"]
+    assert caplog.text.count("resolves to " + str(outside)) == 1
+    PodResources().reconcile(view, Executor(cgroups))
+    assert list(outside.iterdir()) == []                          # nothing written through the symlink
+
