@@ -17,16 +17,27 @@ the same event, so SIGTERM ends the agent well inside 2 s, and the metric cache 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from koordlet import collectors, qos, reporters, services
-from koordlet.component import (Collector, Context, Loops, Plugin, Report, StartupError, Tick, build_enabled,
-                                running_as_root)
+from koordlet.component import (
+    Collector,
+    Context,
+    Loops,
+    Plugin,
+    Report,
+    StartupError,
+    Tick,
+    build_enabled,
+    running_as_root,
+)
 from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
@@ -203,6 +214,11 @@ class Agent:
         agent.services = build_enabled(services.SERVICES, ctx)
         return agent
 
+    def component_names(self) -> list[str]:
+        strategies = [s.name for s in self.reconciler.strategies] if self.reconciler else []
+        return strategies + [p.name for p, _ in self.collectors] + [p.name for p, _ in self.reports] + \
+            [p.name for p, _ in self.services]
+
     # --- what the components see ---------------------------------------------------------------------------------
 
     def nri_view(self) -> NodeView | None:
@@ -248,18 +264,19 @@ class Agent:
 
     # --- daemon ----------------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event, on_ready: Callable[[], None] | None = None) -> None:
+    def run(self, stop: threading.Event, on_ready: Callable[[], object] | None = None) -> None:
         """Run until ``stop`` is set; returns after threads are joined and the cache is flushed."""
         cfg = self.config
         log.info("agent starting node=%s mode=%s pod_source=%s cgroup=v%d driver=%s root=%s components=%s",
-                 cfg.node_name, cfg.agent_mode, cfg.pod_source, int(self.cgroups.version), self.cgroups.layout.driver.value,
-                 self.cgroups.root, ",".join(p.name for p, _ in self.collectors + self.reports + self.services))
+                 cfg.node_name, cfg.agent_mode, cfg.pod_source, int(self.cgroups.version),
+                 self.cgroups.layout.driver.value, self.cgroups.root, ",".join(self.component_names()))
         if not running_as_root():
             log.warning("running as uid=%d, not root: enforcement is off, the agent only collects and reports",
                         os.geteuid())
         loops = self.loops = Loops(stop, self.metrics)
         server = HttpServer(cfg.addr, self.metrics.registry, self.ready,
-                            self.executor.events if self.executor is not None else None, health=loops.healthy)
+                            self.executor.events if self.executor is not None else None, health=loops.healthy,
+                            events_remote=cfg.gate("AuditEventsHTTPHandler"))  # else /events: loopback only
         pleg = self._start_pleg()
         loops.forever("pods", self.informer.run)
         loops.forever("report", self._report_loop)
@@ -267,24 +284,24 @@ class Agent:
             loops.forever(f"watch-{watcher.what}", watcher.run)
         if cfg.collect_res_used_interval <= 0:
             log.warning("collect-res-used-interval=0: usage collection is disabled")
-        for plugin, collector in self.collectors:
-            period = plugin.period(cfg) if plugin.period else 0.0
+        for collector_plugin, collector in self.collectors:
+            period = collector_plugin.period(cfg) if collector_plugin.period else 0.0
             if period > 0:
-                loops.every(plugin.name, period, lambda c=collector: self.collect(c, stop))
+                loops.every(collector_plugin.name, period, functools.partial(self.collect, collector, stop))
             if isinstance(collector, Background):
-                loops.forever(f"{plugin.name}-watch", collector.run)
+                loops.forever(f"{collector_plugin.name}-watch", collector.run)
         if self.reconciler is not None:
             reconciler = self.reconciler
             loops.forever("qos", lambda s: reconciler.run(s, self.node.view))
         self.informer.sync()
         loops.start()
         started = []
-        for plugin, service in self.services:
+        for service_plugin, service in self.services:
             try:
                 service.start()
                 started.append(service)
             except Exception as e:     # the agent's other work goes on (Multus keeps the kubelet's socket...)
-                log.error("service not started name=%s error=%s", plugin.name, e)
+                log.error("service not started name=%s error=%s", service_plugin.name, e)
         server.start()
         if on_ready:
             on_ready()
@@ -329,7 +346,7 @@ class Agent:
             self._step("node refresh", self.node.refresh)
             self._step("prediction", lambda: self.ctx.prediction.step(time.time(), self.informer.pods))
             now = time.monotonic()
-            for (_, report), schedule in zip(self.reports, schedules):
+            for (_, report), schedule in zip(self.reports, schedules, strict=True):
                 if schedule.due(now) and self._step(f"ready {report.kind}", report.ready):
                     self._report(schedule, report, stop)
 

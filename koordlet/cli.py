@@ -12,7 +12,8 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -64,7 +65,7 @@ def _setup_logging(level: str) -> None:
 def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
 def _one_shot(config: Config) -> tuple[Agent, list[Sample]] | None:
@@ -132,9 +133,9 @@ def summary(agent: Agent, samples: list[Sample]) -> str:
             return "-"
         return f"{v:.3f}" if "cpu" in name else f"{v / 2**20:.1f}"
 
-    lines = [f"koordlet-py {__version__}  node={agent.config.node_name}  pods={len(agent.informer.pods)}  "
-             f"source={agent.config.pod_source}  cgroup=v{int(agent.cgroups.version)}/"
-             f"{agent.cgroups.layout.driver.value}", ""]
+    lines = [(f"koordlet-py {__version__}  node={agent.config.node_name}  pods={len(agent.informer.pods)}  "
+              f"source={agent.config.pod_source}  cgroup=v{int(agent.cgroups.version)}/"
+              f"{agent.cgroups.layout.driver.value}"), ""]
     be = {dict(s.labels)["be_allocation"]: s.value for s in samples if s.name == "node_be"}
     lines.append(_table([
         ("node", get("node_cpu_usage"), get("node_memory_usage")),
@@ -153,7 +154,7 @@ def summary(agent: Agent, samples: list[Sample]) -> str:
     return "\n".join(lines)
 
 
-def device_features(devices: "Devices") -> "list[Feature]":
+def device_features(devices: Devices) -> list[Feature]:
     """Doctor lines for NVML GPUs and RDMA NICs: what was found, or why nothing was."""
     from koordlet.host.probes import Feature
     inv = devices.gpus
@@ -227,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cmd_topology(config, args.output)
 
 
-def read_devices(paths: "HostPaths") -> "Devices":
+def read_devices(paths: HostPaths) -> Devices:
     """GPUs (one short NVML session) and RDMA NICs of this host, with the partition table they imply."""
     from koordlet.host.nvml import GpuInventory, Nvml, NvmlUnavailable
     from koordlet.host.rdma import discover_rdma

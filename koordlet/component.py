@@ -15,8 +15,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 Probe = Callable[[Config, HostPaths, Cgroups], "tuple[bool, str]"]
 
 # a loop that failed this many times in a row turns /healthz red (it keeps running)
@@ -82,12 +84,12 @@ def collecting(config: Config) -> bool:
 
 
 @dataclass(frozen=True)
-class Plugin(Generic[T]):
+class Plugin(Generic[T_co]):
     """A component's declaration (see the module docstring). ``build`` may return None when the host lacks what
     the component needs; it then logs why once."""
 
     name: str
-    build: Callable[[Context], T | None]
+    build: Callable[[Context], T_co | None]
     gates: tuple[str, ...] = ()                            # enabled when any is on; () = always
     when: Callable[[Config], bool] = _always               # options it also needs (an interval > 0, a flag)
     period: Callable[[Config], float] | None = None        # collectors and reports: seconds between runs

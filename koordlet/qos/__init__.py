@@ -13,8 +13,19 @@ To add one: a module here ending with ``PLUGIN = Plugin(...)`` (koordlet.compone
 from __future__ import annotations
 
 from koordlet.component import Plugin, Strategy
-from koordlet.qos import (blkio, core_sched, cpu_burst, cpu_qos, cpu_suppress, evict, memory_qos, net_qos, pod_resources,
-                          resctrl, system_config)
+from koordlet.qos import (
+                          blkio,
+                          core_sched,
+                          cpu_burst,
+                          cpu_qos,
+                          cpu_suppress,
+                          evict,
+                          memory_qos,
+                          net_qos,
+                          pod_resources,
+                          resctrl,
+                          system_config,
+)
 
 STRATEGIES: tuple[Plugin[Strategy], ...] = (
     pod_resources.PLUGIN,

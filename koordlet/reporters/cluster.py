@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from koordlet.kubeapi import NODE_METRICS, ApiError, KubeApi, RateLimiter, Resource
 from koordlet.states.watcher import ObjectWatcher

@@ -25,11 +25,12 @@ Beyond upstream:
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import threading
 import time
-import json
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from koordlet import wire
 from koordlet.component import Context, Plugin
@@ -53,7 +54,7 @@ Health = Callable[[str], "tuple[str, str] | None"]      # bus id -> (reason, mes
 
 
 def _time(now: float) -> str:
-    return dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _topology(numa_node: int, root: str, bus_id: str) -> dict[str, Any] | None:

@@ -11,7 +11,8 @@ import logging
 import os
 import tempfile
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 

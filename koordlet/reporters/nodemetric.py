@@ -40,8 +40,9 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from koordlet import wire
 from koordlet.component import Context, Plugin
@@ -86,7 +87,7 @@ class CollectPolicy:
     memory_policy: str = "usageWithoutPageCache"
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any] | None) -> tuple["CollectPolicy", list[str]]:
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> tuple[CollectPolicy, list[str]]:
         """Spec fields merged over the defaults; a bad field keeps its default and is reported."""
         errors: list[str] = []
         raw = (spec or {}).get("metricCollectPolicy") or {}
@@ -125,7 +126,7 @@ class CollectPolicy:
 
 def go_duration(seconds: float) -> str:
     """Go's time.Duration.String() for whole seconds: 300 -> "5m0s", 3600 -> "1h0m0s", 45 -> "45s"."""
-    total = int(round(seconds))
+    total = round(seconds)
     h, rest = divmod(total, 3600)
     m, s = divmod(rest, 60)
     if h:
@@ -252,26 +253,27 @@ class NodeMetricBuilder:
             pods_metric.append({"namespace": meta.pod.namespace, "name": meta.pod.name, "podUsage": usage,
                                 "priority": meta.pod.priority_class, "qos": meta.pod.qos_class})
         pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
-        node_metric = {
-            "nodeUsage": self._resource_map(self._query("node_cpu_usage", node_mem, None, start, now), "avg"),
+        node_usage = self._resource_map(self._query("node_cpu_usage", node_mem, None, start, now), "avg")
+        node_metric: dict[str, Any] = {
+            "nodeUsage": node_usage,
             "aggregatedNodeUsages": self._aggregated("node_cpu_usage", node_mem, now),
             "systemUsage": self._resource_map(self._query("sys_cpu_usage", "sys_memory_usage", None, start, now),
                                               "avg"),
             "aggregatedSystemUsages": self._aggregated("sys_cpu_usage", "sys_memory_usage", now),
         }
         devices = self._gpu_devices("node", {}, gpus, start, now)
-        if devices and node_metric["nodeUsage"]:
-            node_metric["nodeUsage"]["devices"] = devices
+        if devices and node_usage:
+            node_usage["devices"] = devices
         numa_usages = self._numa_usages(start, now)
         if numa_usages:
             node_metric["numaUsages"] = numa_usages
         prediction = reclaim(measured) if reclaim is not None else None
         status: dict[str, Any] = {
-            "updateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "updateTime": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "nodeMetric": node_metric,
             "podsMetric": pods_metric,
             "hostApplicationMetric": self._host_apps(host_apps, start, now),
-            "prodReclaimableMetric": {"resource": _predicted(prediction and prediction.reclaimable)},
+            "prodReclaimableMetric": {"resource": _predicted(prediction.reclaimable if prediction else None)},
         }
         if prediction is not None and prediction.peak is not None:
             status["prodPeakMetric"] = {"resource": _predicted(prediction.peak)}

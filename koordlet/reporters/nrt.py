@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from koordlet import wire
 from koordlet.component import Context, Plugin
@@ -109,7 +110,7 @@ def _zones(topo: Topology, node: NodeInfo, hugepage_report: bool) -> list[dict[s
     online = set(topo.online)
     zones = []
     for n in nodes:
-        hugepages = {name: 0 for name in _HUGEPAGE_SIZES_KB.values()}
+        hugepages = dict.fromkeys(_HUGEPAGE_SIZES_KB.values(), 0)
         if hugepage_report:
             for size_kb, count in n.hugepages.items():
                 if size_kb in _HUGEPAGE_SIZES_KB:
@@ -170,13 +171,14 @@ def new_object(node: NodeInfo) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "topologyPolicies": ["None"], "zones": []}
 
 
-def _merge_zones(old: Iterable[Mapping[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Zones not in ``new`` are dropped; in the others our resources replace theirs, other resources stay."""
+def _merge_zones(old: Iterable[Any], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Zones not in ``new`` are dropped; in the others our resources replace theirs, other resources stay.
+    ``old`` is what the object holds: anything a writer put there, so checked."""
     old_by_name = {z.get("name"): z for z in old if isinstance(z, Mapping)}
     merged = []
     for zone in new:
-        resources = {r["name"]: r for r in (old_by_name.get(zone["name"], {}).get("resources") or [])
-                     if isinstance(r, Mapping) and "name" in r}
+        old_resources: list[Any] = old_by_name.get(zone["name"], {}).get("resources") or []
+        resources = {r["name"]: r for r in old_resources if isinstance(r, Mapping) and "name" in r}
         resources.update({r["name"]: r for r in zone["resources"]})
         merged.append({**old_by_name.get(zone["name"], {}), **zone,
                        "resources": [resources[k] for k in sorted(resources)]})
@@ -185,7 +187,7 @@ def _merge_zones(old: Iterable[Mapping[str, Any]], new: list[dict[str, Any]]) ->
 
 def apply(obj: Mapping[str, Any], status: NRTStatus) -> dict[str, Any]:
     """A copy of ``obj`` with our fields set, everything else as it was."""
-    out = json.loads(json.dumps(obj))
+    out: dict[str, Any] = json.loads(json.dumps(obj))
     meta = out.setdefault("metadata", {})
     meta["annotations"] = {**(meta.get("annotations") or {}), **status.annotations}
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in MANAGED_LABELS}
@@ -216,7 +218,7 @@ def difference(obj: Mapping[str, Any] | None, status: NRTStatus) -> str:
     zones = obj.get("zones") or []
     if [(z.get("name"), z.get("type")) for z in zones] != [(z["name"], z["type"]) for z in status.zones]:
         return "zones"
-    for old, new in zip(zones, status.zones):
+    for old, new in zip(zones, status.zones, strict=True):
         old_res = {r.get("name"): r for r in old.get("resources") or [] if r.get("name") in MANAGED_RESOURCES}
         new_res = {r["name"]: r for r in new["resources"]}
         if set(old_res) != set(new_res) or any(_quantity_fields(old_res[k]) != _quantity_fields(new_res[k])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class NodeInfo:
                  "blockOwnerDeletion": True}]
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any]) -> "NodeInfo":
+    def from_object(cls, obj: Mapping[str, Any]) -> NodeInfo:
         meta = obj.get("metadata") or {}
         status = obj.get("status") or {}
         return cls(name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
@@ -82,7 +83,7 @@ class _Memo:
 
     def get(self, inputs: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         same = len(inputs) == len(self.inputs) and all(
-            a is b or (not _by_identity(a) and a == b) for a, b in zip(inputs, self.inputs))
+            a is b or (not _by_identity(a) and a == b) for a, b in zip(inputs, self.inputs, strict=True))
         if not same:
             self.value = compute()
             self.inputs = inputs

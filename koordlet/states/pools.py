@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from koordlet import decode, wire
 from koordlet.host.cgroup import parse_cpu_list

@@ -9,7 +9,7 @@ import pytest
 
 from koordlet.collectors.throttled import ThrottledCollector, throttled_ratio
 from koordlet.component import Tick
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s

@@ -183,7 +183,7 @@ def test_pools_are_computed_once_per_input_and_again_when_the_pods_change(tmp_pa
     first = state.view()
     assert first is not None and state.pools(None) is state.pools(None)       # same inputs: the same value
     online = set(state.topology.online)
-    assert set(c for cpus in first.ls_pools.values() for c in cpus) == online - {1}
+    assert {c for cpus in first.ls_pools.values() for c in cpus} == online - {1}
     pods.append(())                                           # the pinned pod is gone
     informer.sync()
-    assert set(c for cpus in state.view().ls_pools.values() for c in cpus) == online
+    assert {c for cpus in state.view().ls_pools.values() for c in cpus} == online
