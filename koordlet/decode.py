@@ -138,12 +138,14 @@ def obj(key: str, value: Any, where: str = "", *, null: bool = True) -> dict[str
     return value
 
 
-def array(key: str, value: Any, where: str = "", *, null: bool = True) -> list[Any]:
-    """A JSON list; absent/null is ``[]`` when ``null``."""
+def array(key: str, value: Any, where: str = "", *, null: bool = True, max_items: int | None = None) -> list[Any]:
+    """A JSON list; absent/null is ``[]`` when ``null``; at most ``max_items`` entries when given."""
     if value is None and null:
         return []
     if not isinstance(value, list):
         raise DecodeError(key, f"{_at(where)}expected a list, got {_kind(value)}")
+    if max_items is not None and len(value) > max_items:
+        raise DecodeError(key, f"{_at(where)}more than {max_items} entries ({len(value)})")
     return value
 
 

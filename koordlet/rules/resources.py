@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
 MIN_QUOTA_US = 1000
+MAX_NUMA_NODES = 1024         # the kernel's MAX_NUMNODES at its largest (NODES_SHIFT 10): more entries name nothing
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def resource_status(pod: Pod) -> ResourceStatus:
     doc = decode.json_object(key, raw)
     cpus = decode.cpu_list(key, doc.get("cpuset") or "", "cpuset")
     nodes = []
-    for i, entry in enumerate(decode.array(key, doc.get("numaNodeResources") or None, "numaNodeResources")):
+    entries = decode.array(key, doc.get("numaNodeResources") or None, "numaNodeResources", max_items=MAX_NUMA_NODES)
+    for i, entry in enumerate(entries):
         where = f"numaNodeResources[{i}]"
         entry = decode.obj(key, entry, where, null=False)
         node = decode.integer(key, entry.get("node"), f"{where}.node")

@@ -93,15 +93,12 @@ def pinned_cpus(meta: PodMeta, bad: LogOnce) -> set[int]:
     raw = meta.pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
     if not raw:
         return set()
+    key = wire.ANNOTATION_RESOURCE_STATUS
     try:
-        doc = decode.loads(wire.ANNOTATION_RESOURCE_STATUS, raw)
-        cpuset = doc.get("cpuset", "") if isinstance(doc, dict) else None
-        if not isinstance(cpuset, str):
-            raise ValueError("cpuset is not a string")
-        return set(parse_cpu_list(cpuset))
-    except (ValueError, RecursionError) as e:
-        bad(meta.pod.uid, "pod %s annotation %s is malformed: %s; its cpuset is ignored", meta.pod.key,
-            wire.ANNOTATION_RESOURCE_STATUS, e)
+        doc = decode.json_object(key, raw)
+        return set(decode.cpu_list(key, doc.get("cpuset") or "", "cpuset"))
+    except decode.DecodeError as e:
+        bad(meta.pod.uid, "pod %s annotation %s: %s; its cpuset is ignored", meta.pod.key, key, e.problem)
         return set()
 
 
@@ -111,8 +108,8 @@ def _node_json(node: NodeInfo, key: str, bad: LogOnce) -> dict[str, Any] | None:
         return None
     try:
         return decode.json_object(key, raw)
-    except (ValueError, RecursionError) as e:
-        bad(key, "node %s annotation %s is malformed: %s; reported as {}", node.name, key, e)
+    except decode.DecodeError as e:
+        bad(key, "node %s annotation %s: %s; reported as {}", node.name, key, e.problem)
         return None
 
 

@@ -251,7 +251,7 @@ def test_overlapping_cpu_ranges_cost_linear_work():
     assert parse_cpu_list(",".join(["5-6", "0-3"] * 20_000 + ["2-9"])) == list(range(10))
 
 
-def test_nodeslo_quantities_are_bounded_and_a_bad_one_costs_only_its_field():
+def test_nodeslo_quantities_are_bounded_and_a_bad_one_costs_only_its_section():
     spec = {"systemStrategy": {"totalNetworkBandwidth": "1e8000000"},
             "resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": True, "groupIdentity": 1}}}}
     start = time.perf_counter()
@@ -476,6 +476,8 @@ def test_valid_annotations_decode_as_before():
         {"cpuset": "5,4", "numaNodeResources": [{"node": 1, "resources": {"cpu": "2"}}, {"node": 0}]})}))
     assert (status.cpuset, status.numa_nodes) == ("4-5", (1,))
     assert resources.resource_status(mkpod({STATUS: '{"cpuset": "", "numaNodeResources": null}'})).cpuset == ""
+    with pytest.raises(DecodeError, match="more than 1024 entries"):
+        resources.resource_status(mkpod({STATUS: json.dumps({"numaNodeResources": [{"node": 0}] * 1025})}))
     alloc = parse_device_allocated(json.dumps({"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-core": "50"},
                                                          "id": "GPU-x"}], "rdma": None}))
     assert alloc["gpu"][0].minor == 1 and alloc["gpu"][0].resources == {"koordinator.sh/gpu-core": 50}

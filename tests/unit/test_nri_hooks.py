@@ -15,6 +15,7 @@ from koordlet.qos.pod_resources import PodResources
 from koordlet.states.node import NodeInfo
 from nri_plugin.hooks import HookFeatures, Hooks, kube_qos_of_parent
 from proto.nri import api_pb2 as api
+from tests.builders import pod_object
 from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
 from tests.unit.test_qos_strategies import fake_host, mkcg, value
 
@@ -293,10 +294,9 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
             {"minor": 0, "id": "0000:09:00.0", "resources": {"koordinator.sh/rdma": "1"},
              "extension": {"vfs": [{"minor": -1, "busID": vf} for vf in vfs]}}]})}
 
-    obj = {"metadata": {"name": "train", "namespace": "ns", "uid": uid, "annotations": allocated("0000:09:00.4")},
-           "spec": {"containers": [{"name": "app", "resources": {"limits": {"koordinator.sh/rdma": "1"}}},
-                                   {"name": "log"}]},
-           "status": {"phase": "Running", "qosClass": "Burstable"}}
+    obj = pod_object(uid, "train", namespace="ns", annotations=allocated("0000:09:00.4"), labels_key=False,
+                     spec_containers=[{"name": "app", "resources": {"limits": {"koordinator.sh/rdma": "1"}}},
+                                      {"name": "log"}], statuses=False)
     known = view([PodMeta(pod_from_k8s(obj), f"kubepods/burstable/pod{uid}", ())])
     paths, cg, _ = fake_host(tmp_path, files=())
     h = Hooks(HookFeatures(rdma_devices=True), cg.layout, lambda: known, host=host, dev_root=str(dev))
