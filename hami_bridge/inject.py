@@ -11,16 +11,16 @@
   HAMi-core #7). Upstream does the last part only behind the HamiCoreVGPUMonitor gate.
 
 The decision is pure (:func:`plan`); :func:`prepare` does the host side (checks, the cache directory) and is the
-only function that touches files (through ``koordlet.host.fs``). Problems never fail the container: the injection is dropped and the caller logs
-the reason against the pod.
+only function that touches files (through ``koordlet.host.fs``). Problems never fail the container: the injection
+is dropped and the caller logs the reason against the pod.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from koordlet import wire
 from koordlet.host.cgroup import check_pod_uid
@@ -59,7 +59,7 @@ class Injection:
     def empty(self) -> bool:
         return not self.env and not self.mounts
 
-    def visible_only(self) -> "Injection":
+    def visible_only(self) -> Injection:
         """The fallback when HAMi-core cannot be set up: the GPUs, without isolation."""
         visible = self.env.get("NVIDIA_VISIBLE_DEVICES")
         return Injection({"NVIDIA_VISIBLE_DEVICES": visible}) if visible else NONE

@@ -45,7 +45,8 @@ CPU_POLICY_GROUP_IDENTITY, CPU_POLICY_CORE_SCHED = "groupIdentity", "coreSched"
 NET_QOS_POLICY_TC, NET_QOS_POLICY_TERWAY = "tc", "terway-qos"
 CPU_SUPPRESS_CPUSET, CPU_SUPPRESS_CFS_QUOTA = "cpuset", "cfsQuota"
 CPU_EVICT_BY_REAL_LIMIT, CPU_EVICT_BY_ALLOCATABLE = "evictByRealLimit", "evictByAllocatable"
-CPU_BURST_NONE, CPU_BURST_ONLY, CFS_QUOTA_BURST_ONLY, CPU_BURST_AUTO = "none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"
+CPU_BURST_NONE, CPU_BURST_ONLY = "none", "cpuBurstOnly"
+CFS_QUOTA_BURST_ONLY, CPU_BURST_AUTO = "cfsQuotaBurstOnly", "auto"
 BLOCK_TYPE_DEVICE, BLOCK_TYPE_VOLUME_GROUP, BLOCK_TYPE_POD_VOLUME = "device", "volumegroup", "podvolume"
 CGROUP_BASE_ROOT, CGROUP_BASE_KUBEPODS = "CgroupRoot", "Kubepods"
 CGROUP_BASE_KUBE_BURSTABLE, CGROUP_BASE_KUBE_BESTEFFORT = "KubepodsBurstable", "KubepodsBesteffort"
@@ -94,7 +95,7 @@ RESOURCE_GPU = "koordinator.sh/gpu"                           # percent of one c
 RESOURCE_FPGA = "koordinator.sh/fpga"
 WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "dcu.com/gpu")   # integer card counts
 DEVICE_RESOURCES: dict[str, str] = {
-    **{name: DEVICE_GPU for name in WHOLE_GPU_RESOURCES},
+    **dict.fromkeys(WHOLE_GPU_RESOURCES, DEVICE_GPU),
     RESOURCE_GPU: DEVICE_GPU, RESOURCE_GPU_CORE: DEVICE_GPU, RESOURCE_GPU_MEMORY: DEVICE_GPU,
     RESOURCE_GPU_MEMORY_RATIO: DEVICE_GPU, RESOURCE_GPU_SHARED: DEVICE_GPU,
     "huawei.com/npu-core": DEVICE_GPU, "huawei.com/npu-cpu": DEVICE_GPU, "huawei.com/npu-dvpp": DEVICE_GPU,

@@ -19,8 +19,9 @@ container is always created. Facts: reference/nri-hami-podresources.md §2, qos-
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
@@ -30,14 +31,23 @@ from koordlet.host.paths import HostPaths
 from koordlet.host.rdma import verbs_devices
 from koordlet.host.resctrl import group_exists
 from koordlet.logutil import LogOnce
-from koordlet.rules.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
 from koordlet.rules.core_sched import group_id
 from koordlet.rules.cpu_qos import CPUQOSRule, class_pod_bvt, cpu_qos_rule, pod_bvt
 from koordlet.rules.devices import allocation_ids, by_container
 from koordlet.rules.oom import container_oom_score_adj
-from koordlet.rules.resources import (REASON_BATCH, ResourceStatus, Settings, SettingsRule, batch_quota_enabled,
-                                      cgroup_updates, container_settings, normalization_ratio, pod_settings,
-                                      resource_status)
+from koordlet.rules.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
+from koordlet.rules.resources import (
+    REASON_BATCH,
+    ResourceStatus,
+    Settings,
+    SettingsRule,
+    batch_quota_enabled,
+    cgroup_updates,
+    container_settings,
+    normalization_ratio,
+    pod_settings,
+    resource_status,
+)
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec
@@ -45,8 +55,8 @@ from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
-    from koordlet.states.nodestate import NodeView
     from koordlet.states.informer import PodMeta
+    from koordlet.states.nodestate import NodeView
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +165,9 @@ def _default_slo() -> NodeSLOSpec:
 class Hooks:
     """The NRI event handlers' decisions. Thread-safe: pure computation plus executor writes (locked there)."""
 
-    def __init__(self, features: HookFeatures, layout: Layout, view: Callable[[], "NodeView | None"],
-                 executor: "Executor | None" = None, bvt: bool = False, resctrl_root: str | None = None,
-                 nudge: Callable[[], None] | None = None, hami: HostLayout = HostLayout(),
+    def __init__(self, features: HookFeatures, layout: Layout, view: Callable[[], NodeView | None],
+                 executor: Executor | None = None, bvt: bool = False, resctrl_root: str | None = None,
+                 nudge: Callable[[], None] | None = None, hami: HostLayout | None = None,
                  host: HostPaths | None = None, dev_root: str = "/dev") -> None:
         self.features = features
         self._layout = layout
@@ -166,11 +176,11 @@ class Hooks:
         self._bvt = bvt                    # the kernel has cpu.bvt_warp_ns (probed by the caller)
         self._resctrl_root = resctrl_root  # mounted resctrl fs, or None
         self._nudge = nudge
-        self._hami = hami
+        self._hami = hami if hami is not None else HostLayout()
         self._host = host if host is not None else HostPaths.under("/")   # sysfs for the RDMA verbs names
         self._dev_root = dev_root          # the host's /dev as this process sees it
         self._bad = LogOnce(log)
-        self._index: tuple[object, dict[str, "PodMeta"]] | None = None
+        self._index: tuple[object, dict[str, PodMeta]] | None = None
         self._cpu_rule: tuple[NodeSLOSpec, CPUQOSRule] | None = None
 
     # --- events -------------------------------------------------------------------------------------------
@@ -292,11 +302,11 @@ class Hooks:
         updates = cgroup_updates(executor, info.cgroup_dir, pod_settings(rule, info.pod, containers, info.status),
                                  owner, REASON_BATCH)
         if self.features.group_identity and self._bvt:
-            rule = self._cpu_qos_rule(self._slo(view))
+            cpu_rule = self._cpu_qos_rule(self._slo(view))
             try:
-                value = pod_bvt(rule, info.pod)
+                value = pod_bvt(cpu_rule, info.pod)
             except DecodeError as e:
-                value = class_pod_bvt(rule, info.pod)
+                value = class_pod_bvt(cpu_rule, info.pod)
                 self._bad(f"bvt/{info.pod.uid}", "nri pod=%s: annotation %s; using the class value", info.pod.key, e)
             updates.append(executor.cgroup(info.cgroup_dir, "cpu.bvt_warp_ns", value, owner, "cpu-qos"))
         executor.update(updates)
@@ -325,7 +335,7 @@ class Hooks:
 
     # --- resolving a sandbox ------------------------------------------------------------------------------
 
-    def pod_info(self, sandbox: api.PodSandbox, view: "NodeView | None") -> PodInfo | None:
+    def pod_info(self, sandbox: api.PodSandbox, view: NodeView | None) -> PodInfo | None:
         """The sandbox as the agent sees it; None (logged once) when it cannot be placed."""
         meta = self._known(sandbox.uid, view)
         pod = meta.pod if meta is not None else self._sandbox_pod(sandbox)
@@ -359,7 +369,7 @@ class Hooks:
                       sandbox.id, sandbox.namespace, sandbox.name, e)
             return None
 
-    def _known(self, uid: str, view: "NodeView | None") -> "PodMeta | None":
+    def _known(self, uid: str, view: NodeView | None) -> PodMeta | None:
         if view is None:
             return None
         if self._index is None or self._index[0] is not view.pods:
@@ -368,10 +378,10 @@ class Hooks:
 
     # --- rules --------------------------------------------------------------------------------------------
 
-    def _slo(self, view: "NodeView | None") -> NodeSLOSpec:
+    def _slo(self, view: NodeView | None) -> NodeSLOSpec:
         return view.slo if view is not None else _default_slo()
 
-    def _rule(self, view: "NodeView | None") -> SettingsRule:
+    def _rule(self, view: NodeView | None) -> SettingsRule:
         ratio = 1.0
         if view is not None:
             ratio, problem = normalization_ratio(view.node.annotations)
@@ -385,7 +395,7 @@ class Hooks:
             cached = self._cpu_rule = (slo, cpu_qos_rule(slo))
         return cached[1]
 
-    def _settings(self, info: PodInfo, name: str, view: "NodeView | None") -> Settings:
+    def _settings(self, info: PodInfo, name: str, view: NodeView | None) -> Settings:
         container = Container(name, "", "", info.resources.get(name, NO_RESOURCES))
         return container_settings(self._rule(view), info.pod, container, info.status, view)
 

@@ -19,8 +19,8 @@ import errno
 import logging
 import os
 import resource
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.host import probes
@@ -189,7 +189,7 @@ class CPICollector:
                 Sample("container_cpi", (base[0], ("cpi_resource", "instruction"), base[1]), now, instructions)]
 
     def _forget_gone(self, live: set[str]) -> None:
-        for labels in [l for l in self._exported if l[0] not in live]:
+        for labels in [exported for exported in self._exported if exported[0] not in live]:
             for field in ("cycles", "instructions"):
                 try:
                     self._metrics.container_cpi.remove(self._metrics.node, *labels, field)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from koordlet import wire
 from koordlet.component import Context, Plugin, Tick
@@ -65,7 +65,7 @@ class GpuDevices:
             self.refresh(force=True)
 
     @classmethod
-    def open(cls, paths: HostPaths, metrics: AgentMetrics) -> "GpuDevices":
+    def open(cls, paths: HostPaths, metrics: AgentMetrics) -> GpuDevices:
         """Never raises: a host without NVIDIA GPUs gets an empty inventory and the reason in ``error``."""
         try:
             session = Nvml.open(paths)
@@ -157,9 +157,9 @@ class GpuDevices:
                 self.metrics.pod_gpu_memory_used_bytes.labels(self.metrics.node, *key).set(mem)
                 gauges.add(key)
         self._export(usages, by_minor)
-        for key in self._gauges - gauges:      # pods that left a GPU: drop their series
+        for gone in self._gauges - gauges:      # pods that left a GPU: drop their series
             for gauge in (self.metrics.pod_gpu_core_usage, self.metrics.pod_gpu_memory_used_bytes):
-                gauge.remove(self.metrics.node, *key)
+                gauge.remove(self.metrics.node, *gone)
         self._gauges = gauges
         return samples
 

@@ -11,8 +11,8 @@ CNI config as ``deviceID``/``pciBusID``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from koordlet import wire
 from koordlet.rules.devices import allocation_ids, by_container
@@ -59,10 +59,11 @@ def _add_devices(container: pb.ContainerResources, devices: Mapping[str, list[st
         entries.append(entry)
     by_name = {e.resource_name: e for e in entries}
     for name, ids in devices.items():
-        entry = by_name.get(name)
-        if entry is None:
-            entry = by_name[name] = pb.ContainerDevices(resource_name=name)
-            entries.append(entry)
+        found = by_name.get(name)
+        if found is None:
+            found = by_name[name] = pb.ContainerDevices(resource_name=name)
+            entries.append(found)
+        entry = found
         known = set(entry.device_ids)
         entry.device_ids.extend(i for i in dict.fromkeys(ids) if i not in known)
     entries.sort(key=lambda e: e.resource_name)

@@ -17,9 +17,10 @@ import logging
 import os
 import stat
 import threading
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import grpc
 
@@ -104,7 +105,7 @@ class PodResourcesProxy:
             for key, problem in merged.problems:
                 self._bad(f"{key} {problem}", "pod %s devices: %s", key, problem)
             self._bad.keep_only([f"{k} {p}" for k, p in merged.problems]
-                                + [k for k in ("upstream List", "upstream GetAllocatableResources")])
+                                + ["upstream List", "upstream GetAllocatableResources"])
             view = self._view = _View(snapshot, pods, merged, merged.response.SerializeToString())
             return view
 
@@ -151,7 +152,7 @@ class ProxyServer:
         self._workers = workers
 
     def _handler(self, method: str, parse: Callable[[bytes], Any],
-                 answer: Callable[[Any, grpc.ServicerContext], bytes]) -> grpc.RpcMethodHandler:
+                 answer: Callable[[Any, grpc.ServicerContext], bytes]) -> grpc.RpcMethodHandler[Any, Any]:
         requests = self._metrics.pod_resources_requests
 
         def handle(request: Any, context: grpc.ServicerContext) -> bytes:

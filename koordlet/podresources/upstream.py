@@ -14,8 +14,9 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import grpc
 
@@ -57,6 +58,10 @@ class Upstream(Generic[T]):
         """Seconds since the last good answer (inf: never answered)."""
         return self._clock() - self._snap.fetched
 
+    def _still_in_flight(self) -> bool:
+        """Read again after a wait: the calling thread clears it when the kubelet answers."""
+        return self._inflight
+
     def get(self, max_age: float) -> Snapshot[T]:
         """An answer at most ``max_age`` old when the kubelet allows it, else the last one there is."""
         with self._cond:
@@ -68,7 +73,7 @@ class Upstream(Generic[T]):
                     return snap                       # fresh, or a call made since we asked has finished
                 if self._inflight:
                     self._cond.wait(self._timeout)
-                    if self._inflight and self._snap.attempts == arrived:
+                    if self._still_in_flight() and self._snap.attempts == arrived:
                         return self._snap             # the call is hanging: do not hang with it
                     continue
                 if now - self._last_start < self._min_interval:

@@ -56,22 +56,23 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from koordlet.component import Plugin, host_probe
-from koordlet.host import probes
 from koordlet import decode, wire
+from koordlet.component import Plugin, host_probe
 from koordlet.decode import DecodeError, decoder
+from koordlet.host import probes
 from koordlet.host.blockdev import BlockDevError, BlockDevices
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
-from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
 from koordlet.states import nodeslo
+from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import BlkIOQOSCfg, BlockCfg, IOCfg, ResourceQOS
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor, Update
@@ -107,7 +108,7 @@ class Limits:
     weight: int = DEFAULT_IO_WEIGHT_PERCENT
 
     @classmethod
-    def from_io(cls, io: IOCfg | None) -> "Limits":
+    def from_io(cls, io: IOCfg | None) -> Limits:
         if io is None:
             return cls()
         return cls(io.read_iops or 0, io.read_bps or 0, io.write_iops or 0, io.write_bps or 0,
@@ -117,23 +118,27 @@ class Limits:
     def throttles(self) -> tuple[int, int, int, int]:
         return self.read_iops, self.read_bps, self.write_iops, self.write_bps
 
-    def tighter(self, other: "Limits") -> "Limits":
+    def tighter(self, other: Limits) -> Limits:
         """Per field the stricter of two limits (0 = none), as nested v2 groups combine."""
-        pick = lambda a, b: min(a, b) if a and b else a or b  # noqa: E731
-        return Limits(*(pick(a, b) for a, b in zip(self.throttles, other.throttles)),
-                      weight=min(self.weight, other.weight))
+        def pick(a: int, b: int) -> int:
+            return min(a, b) if a and b else a or b
+
+        (ri, rb, wi, wb), (ori, orb, owi, owb) = self.throttles, other.throttles
+        return Limits(pick(ri, ori), pick(rb, orb), pick(wi, owi), pick(wb, owb), weight=min(self.weight, other.weight))
 
 
 def throttle_values(version: CgroupVersion, number: str, limits: Limits, weight: bool) -> list[tuple[str, str]]:
     """(resource, value) for one disk in a QoS or pod directory; ``weight`` when the kernel has iocost."""
     if version is CgroupVersion.V1:
-        out = [(res, f"{number} {n}") for res, n in zip(THROTTLE_V1, limits.throttles)]
+        out = [(res, f"{number} {n}") for res, n in zip(THROTTLE_V1, limits.throttles, strict=True)]
         if weight:
             out.append((WEIGHT_V1, f"{number} {limits.weight}"))
         return out
-    m = lambda n: str(n) if n else "max"  # noqa: E731
-    out = [(IO_MAX, f"{number} rbps={m(limits.read_bps)} wbps={m(limits.write_bps)} "
-                    f"riops={m(limits.read_iops)} wiops={m(limits.write_iops)}")]
+    def m(n: int) -> str:
+        return str(n) if n else "max"
+
+    out = [(IO_MAX, (f"{number} rbps={m(limits.read_bps)} wbps={m(limits.write_bps)} "
+                     f"riops={m(limits.read_iops)} wiops={m(limits.write_iops)}"))]
     if weight:
         out.append((IO_WEIGHT, f"{number} {limits.weight}"))
     return out
@@ -147,7 +152,9 @@ def root_values(version: CgroupVersion, number: str, io: IOCfg | None, model: bo
     rpct = io.read_latency_percent if io.read_latency_percent is not None else DEFAULT_LATENCY_PERCENT
     wpct = io.write_latency_percent if io.write_latency_percent is not None else DEFAULT_LATENCY_PERCENT
     v1 = version is CgroupVersion.V1
-    pct = (lambda p: str(p)) if v1 else (lambda p: f"{p}.00")
+    def pct(p: int) -> str:
+        return str(p) if v1 else f"{p}.00"
+
     out = [(COST_QOS_V1 if v1 else IO_COST_QOS,
             f"{number} enable=1 ctrl=user rpct={pct(rpct)} rlat={rlat} wpct={pct(wpct)} wlat={wlat}")]
     if model:
@@ -241,7 +248,7 @@ class _Scope:
 class BlkIO:
     name = "blkio"
 
-    def __init__(self, paths: HostPaths, metrics: "AgentMetrics | None" = None) -> None:
+    def __init__(self, paths: HostPaths, metrics: AgentMetrics | None = None) -> None:
         self._paths = paths
         self._metrics = metrics
         self._support: tuple[Cgroups, Support] | None = None
@@ -259,7 +266,7 @@ class BlkIO:
             log.info("blkio qos kernel support cgroup=v%d %s", cgroups.version, s.describe())
         return self._support[1]
 
-    def reconcile(self, view: NodeView, executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         rq = view.slo.resource_qos
         if rq is None:
             return
@@ -346,8 +353,8 @@ class BlkIO:
                 continue
         return found
 
-    def _scope(self, executor: "Executor", rel: str, blocks: Sequence[BlockCfg], pod_uid: str, owner: str,
-               devices: BlockDevices, support: Support, updates: list["Update | None"]) -> _Scope:
+    def _scope(self, executor: Executor, rel: str, blocks: Sequence[BlockCfg], pod_uid: str, owner: str,
+               devices: BlockDevices, support: Support, updates: list[Update | None]) -> _Scope:
         cgroups = executor.cgroups
         resolved, failed = self._resolve(blocks, pod_uid, owner, devices)
         scope = _Scope({n: Limits.from_io(io) for n, io in resolved.items()}, failed)
@@ -366,8 +373,8 @@ class BlkIO:
                 updates.append(executor.cgroup(rel, res, value, owner, REASON))
         return scope
 
-    def _root(self, executor: "Executor", blocks: Sequence[BlockCfg], devices: BlockDevices, support: Support,
-              updates: list["Update | None"]) -> None:
+    def _root(self, executor: Executor, blocks: Sequence[BlockCfg], devices: BlockDevices, support: Support,
+              updates: list[Update | None]) -> None:
         cgroups = executor.cgroups
         v1 = cgroups.version is CgroupVersion.V1
         resolved, failed = self._resolve(blocks, "", "cgroup root", devices)
@@ -380,8 +387,8 @@ class BlkIO:
             values += root_values(cgroups.version, number, io, support.cost_model)
         updates.extend(executor.cgroup("", res, value, "node", REASON) for res, value in values)
 
-    def _pods_cycle(self, view: NodeView, executor: "Executor", devices: BlockDevices, support: Support,
-                    updates: list["Update | None"]) -> dict[str, _Scope]:
+    def _pods_cycle(self, view: NodeView, executor: Executor, devices: BlockDevices, support: Support,
+                    updates: list[Update | None]) -> dict[str, _Scope]:
         out: dict[str, _Scope] = {}
         seen: set[str] = set()
         for meta in view.pods:
@@ -413,8 +420,8 @@ class BlkIO:
             del self._pods[uid]
         return out
 
-    def _push_leaves(self, view: NodeView, be: _Scope, pods: dict[str, _Scope], executor: "Executor",
-                     updates: list["Update | None"]) -> None:
+    def _push_leaves(self, view: NodeView, be: _Scope, pods: dict[str, _Scope], executor: Executor,
+                     updates: list[Update | None]) -> None:
         """v1 only: the throttles of the QoS and pod directories also go to the container directories, where the
         tasks are (v1 blk-throttle does not apply a group's limits to its descendants)."""
         wanted: dict[str, dict[str, Limits]] = {}

@@ -51,14 +51,15 @@ import errno
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from koordlet.component import Context, Plugin, host_probe
-from koordlet.host import probes
 from koordlet import wire
+from koordlet.component import Context, Plugin, host_probe
 from koordlet.executor import Update
 from koordlet.host import coresched as hc
+from koordlet.host import probes
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import has_sysctl
 from koordlet.logutil import LogOnce
@@ -68,8 +69,8 @@ if TYPE_CHECKING:
     from koordlet.executor import Executor
     from koordlet.host.cgroup import Cgroups
     from koordlet.metrics import AgentMetrics
-    from koordlet.states.nodestate import NodeView
     from koordlet.states.informer import PodMeta
+    from koordlet.states.nodestate import NodeView
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class CoreSched:
 
     name = "core-sched"
 
-    def __init__(self, kernel: hc.CoreSchedOps, paths: HostPaths, metrics: "AgentMetrics | None" = None,
+    def __init__(self, kernel: hc.CoreSchedOps, paths: HostPaths, metrics: AgentMetrics | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.kernel = kernel
         self.paths = paths
@@ -133,7 +134,7 @@ class CoreSched:
 
     # --- the cycle ----------------------------------------------------------------------------------
 
-    def reconcile(self, view: "NodeView", executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         if not self.supported:
             return
         cycle = _Cycle(self.clock())
@@ -171,7 +172,7 @@ class CoreSched:
 
     # --- kernel switch ------------------------------------------------------------------------------
 
-    def _enable_kernel(self, executor: "Executor") -> bool:
+    def _enable_kernel(self, executor: Executor) -> bool:
         """Switch the feature on before the first cookie; False (logged once) when the kernel refuses."""
         ok, why = self._switch_on(executor)
         if ok:
@@ -181,7 +182,7 @@ class CoreSched:
         self._bad("kernel", "core sched cannot be switched on, no cookies set: %s", why)
         return False
 
-    def _switch_on(self, executor: "Executor") -> tuple[bool, str]:
+    def _switch_on(self, executor: Executor) -> tuple[bool, str]:
         if self._knobs is None:        # which switch files this kernel has does not change while it runs
             features = hc.read_sched_features(self.paths)
             self._knobs = (has_sysctl(self.paths, hc.SYSCTL_GROUP_IDENTITY.removeprefix("sys/")),
@@ -214,7 +215,7 @@ class CoreSched:
 
     # --- seeding -------------------------------------------------------------------------------------
 
-    def _seed(self, cgroups: "Cgroups", decisions: list[tuple["PodMeta", str | None]], cycle: _Cycle) -> None:
+    def _seed(self, cgroups: Cgroups, decisions: list[tuple[PodMeta, str | None]], cycle: _Cycle) -> None:
         synced = False
         containers = 0
         for meta, group in decisions:
@@ -260,7 +261,7 @@ class CoreSched:
 
     # --- enabled pods --------------------------------------------------------------------------------
 
-    def _enable_pod(self, cgroups: "Cgroups", meta: "PodMeta", group: str, cycle: _Cycle) -> None:
+    def _enable_pod(self, cgroups: Cgroups, meta: PodMeta, group: str, cycle: _Cycle) -> None:
         units = self._units(cgroups, meta)
         members = self._members.get(meta.pod.uid)
         if members:
@@ -274,7 +275,7 @@ class CoreSched:
             cycle.seen.update(pids)
             self._enable_unit(meta, unit, group, pids, cycle.now)
 
-    def _enable_unit(self, meta: "PodMeta", unit: _Unit, group: str, pids: list[int], now: float) -> None:
+    def _enable_unit(self, meta: PodMeta, unit: _Unit, group: str, pids: list[int], now: float) -> None:
         member = self._members.get(meta.pod.uid, {}).get(unit.name)
         entry = self._groups.get(group)
         if entry is not None:
@@ -296,7 +297,7 @@ class CoreSched:
             del self._groups[group]          # no live sibling holds the cookie any more: start a new one
         self._add(meta, unit, group, pids, member, now)
 
-    def _assign(self, meta: "PodMeta", unit: _Unit, group: str, entry: _Group,
+    def _assign(self, meta: PodMeta, unit: _Unit, group: str, entry: _Group,
                 pids: list[int]) -> tuple[list[int], int] | None:
         """(PIDs now holding the group's cookie, how many were changed); ([], 0) when nothing could be done
         this cycle; None when the group has no live sibling left to copy from (the caller creates a cookie)."""
@@ -330,14 +331,14 @@ class CoreSched:
         moved = [p for p in todo if p not in failed]
         return already + moved, len(moved)
 
-    def _add(self, meta: "PodMeta", unit: _Unit, group: str, pids: list[int], member: _Member | None,
+    def _add(self, meta: PodMeta, unit: _Unit, group: str, pids: list[int], member: _Member | None,
              now: float) -> None:
         """The group has no cookie: adopt the unit's own cookie if it is unowned and uniform, else create one."""
         cookies = {pid: self._get(pid) for pid in pids}
         live = [p for p, c in cookies.items() if c is not None]
         if not live:
             return
-        held = {cookies[p] for p in live}
+        held = {c for c in cookies.values() if c is not None}
         if len(held) == 1:
             (cookie,) = held
             if cookie != hc.DEFAULT_COOKIE and self._owner(cookie) is None:
@@ -346,7 +347,7 @@ class CoreSched:
                          cookie, meta.pod.key, unit.container or "<sandbox>", len(live))
                 self._set_member(meta, unit, group, cookie, now, live)
                 return
-        for i, pid in enumerate(live):
+        for pid in live:
             try:
                 self.kernel.create(pid, hc.SCOPE_THREAD_GROUP)
                 cookie = self.kernel.get(pid)
@@ -358,7 +359,7 @@ class CoreSched:
             break
         else:
             return                            # every process exited meanwhile
-        rest = live[i + 1:]
+        rest = live[live.index(pid) + 1:]
         failed: dict[int, OSError] = {}
         if rest:
             try:
@@ -375,7 +376,7 @@ class CoreSched:
                  meta.pod.key, unit.container or "<sandbox>", len(holders),
                  f" from_group={old!r}" if member is not None and old != group else "")
 
-    def _note_join(self, meta: "PodMeta", unit: _Unit, group: str, cookie: int, member: _Member | None,
+    def _note_join(self, meta: PodMeta, unit: _Unit, group: str, cookie: int, member: _Member | None,
                    pids: list[int], changed: int, now: float) -> None:
         """Record a unit holding the group's cookie; one log line when processes were moved into it."""
         if changed and (member is None or member.group != group):
@@ -391,7 +392,7 @@ class CoreSched:
 
     # --- pods without core sched ---------------------------------------------------------------------
 
-    def _disable_pod(self, cgroups: "Cgroups", meta: "PodMeta") -> None:
+    def _disable_pod(self, cgroups: Cgroups, meta: PodMeta) -> None:
         """Clear the cookies of units we manage; a pod we never touched costs nothing."""
         members = self._members.get(meta.pod.uid)
         if not members:
@@ -418,7 +419,7 @@ class CoreSched:
 
     # --- helpers -------------------------------------------------------------------------------------
 
-    def _units(self, cgroups: "Cgroups", meta: "PodMeta") -> list[_Unit]:
+    def _units(self, cgroups: Cgroups, meta: PodMeta) -> list[_Unit]:
         """Sandbox (every container dir that is not a known container) first, then the containers."""
         known = {rel: c for c, rel in meta.containers}
         units = sorted((_Unit(os.path.basename(rel), rel, "", cid)
@@ -427,7 +428,7 @@ class CoreSched:
         units.extend(_Unit(os.path.basename(rel), rel, c.name, c.id) for c, rel in meta.containers)
         return units
 
-    def _procs(self, cgroups: "Cgroups", meta: "PodMeta", unit: _Unit) -> list[int] | None:
+    def _procs(self, cgroups: Cgroups, meta: PodMeta, unit: _Unit) -> list[int] | None:
         try:
             pids = hc.read_procs(cgroups, unit.rel)
         except OSError as e:
@@ -453,7 +454,7 @@ class CoreSched:
                 return gid
         return None
 
-    def _report(self, meta: "PodMeta", unit: _Unit, group: str | None, op: str,
+    def _report(self, meta: PodMeta, unit: _Unit, group: str | None, op: str,
                 failed: dict[int, OSError]) -> bool:
         """Log/count failures other than ESRCH (exited processes); True when there were any."""
         real = {p: e for p, e in failed.items() if e.errno != errno.ESRCH}
@@ -465,7 +466,7 @@ class CoreSched:
         self._failed(meta, unit, group, op, e, f" pid={pid} failed_pids={len(real)}")
         return True
 
-    def _failed(self, meta: "PodMeta", unit: _Unit, group: str | None, op: str, e: OSError,
+    def _failed(self, meta: PodMeta, unit: _Unit, group: str | None, op: str, e: OSError,
                 extra: str = "") -> None:
         if e.errno == errno.ESRCH:
             return
@@ -479,7 +480,7 @@ class CoreSched:
             self.metrics.core_sched_cookie_manage_status.labels(
                 self.metrics.node, group or "", "succeeded" if ok else "failed").inc()
 
-    def _set_member(self, meta: "PodMeta", unit: _Unit, group: str | None, cookie: int, now: float,
+    def _set_member(self, meta: PodMeta, unit: _Unit, group: str | None, cookie: int, now: float,
                     pids: list[int]) -> None:
         """Record the unit's group and cookie; a unit that moved leaves its PIDs behind in no other group."""
         members = self._members.setdefault(meta.pod.uid, {})

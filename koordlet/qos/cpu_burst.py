@@ -40,17 +40,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordlet.component import Context, Plugin, collecting, host_probe
-from koordlet.host import probes
 from koordlet import decode, wire
+from koordlet.component import Context, Plugin, collecting, host_probe
 from koordlet.decode import DecodeError, decoder
+from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
 from koordlet.states import nodeslo
+from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import CPUBurstStrategy
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
@@ -167,7 +167,7 @@ def container_operation(policy: str | None, allowed_by_limiter: bool, throttled:
 
 
 @decoder(wire.ANNOTATION_POD_CPU_BURST)
-def pod_burst_config(pod: "Pod", node_cfg: CPUBurstStrategy) -> CPUBurstStrategy:
+def pod_burst_config(pod: Pod, node_cfg: CPUBurstStrategy) -> CPUBurstStrategy:
     """The pod's CPUBurstConfig: the annotation overlaid on the node's; DecodeError when malformed (the caller
     then uses the node's).
 
@@ -184,7 +184,7 @@ def pod_burst_config(pod: "Pod", node_cfg: CPUBurstStrategy) -> CPUBurstStrategy
     return cfg
 
 
-def pod_active(pod: "Pod") -> bool:
+def pod_active(pod: Pod) -> bool:
     """Pending or Running (upstream IsPodInactive); an unknown (empty) phase counts as active."""
     return pod.phase in _ACTIVE_PHASES
 
@@ -203,7 +203,7 @@ class BurstLimiter:
     expire_after: float
 
     @classmethod
-    def new(cls, period_s: int, max_percent: int, now: float, rng: random.Random) -> "BurstLimiter":
+    def new(cls, period_s: int, max_percent: int, now: float, rng: random.Random) -> BurstLimiter:
         capacity = float(period_s * (max_percent - 100))
         return cls(capacity, float(int(capacity * rng.random() / 2)), now, float(2 * period_s))
 
@@ -241,7 +241,7 @@ class CPUBurst:
 
     name = "cpu-burst"
 
-    def __init__(self, cache: MetricCache, collect_interval: float, metrics: "AgentMetrics | None" = None,
+    def __init__(self, cache: MetricCache, collect_interval: float, metrics: AgentMetrics | None = None,
                  rng: random.Random | None = None, reconcile_interval: float = 1.0) -> None:
         self._cache = cache
         self._collect_interval = collect_interval
@@ -255,7 +255,7 @@ class CPUBurst:
 
     # --- cycle ----------------------------------------------------------------------------------------
 
-    def reconcile(self, view: NodeView, executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         node_cfg = view.slo.cpu_burst
         if node_cfg is None:
             self._once("no-config", "cpu burst skipped: NodeSLO has no cpuBurstStrategy")
@@ -313,7 +313,7 @@ class CPUBurst:
 
     # --- cfs_burst_us ---------------------------------------------------------------------------------
 
-    def _apply_burst(self, meta: "PodMeta", cfg: CPUBurstStrategy, executor: "Executor") -> None:
+    def _apply_burst(self, meta: PodMeta, cfg: CPUBurstStrategy, executor: Executor) -> None:
         pod = meta.pod
         pod_value = 0
         for container, rel in meta.containers:
@@ -332,8 +332,8 @@ class CPUBurst:
 
     # --- cfs quota burst ------------------------------------------------------------------------------
 
-    def _apply_quota_burst(self, meta: "PodMeta", cfg: CPUBurstStrategy, state: NodeState, now: float,
-                           executor: "Executor", seen: set[str]) -> None:
+    def _apply_quota_burst(self, meta: PodMeta, cfg: CPUBurstStrategy, state: NodeState, now: float,
+                           executor: Executor, seen: set[str]) -> None:
         cgroups = executor.cgroups
         for container, rel in meta.containers:
             base = base_quota_us(container.resources.cpu_limit)
@@ -361,7 +361,7 @@ class CPUBurst:
                 log.info("cfs quota scaled pod=%s container=%s operation=%s node=%s old=%d new=%d",
                          meta.pod.key, container.name, op.value, state.value, current, target)
 
-    def _allowed_by_limiter(self, cfg: CPUBurstStrategy, container: "Container", now: float) -> bool:
+    def _allowed_by_limiter(self, cfg: CPUBurstStrategy, container: Container, now: float) -> bool:
         period, pct = cfg.cfs_quota_burst_period_seconds, cfg.cfs_quota_burst_percent
         if period is None or period < 0:
             return True
@@ -392,8 +392,8 @@ class CPUBurst:
             return None
         return throttled > previous.throttled
 
-    def _scale(self, meta: "PodMeta", container: "Container", rel: str, current: int, delta: int,
-               executor: "Executor") -> bool:
+    def _scale(self, meta: PodMeta, container: Container, rel: str, current: int, delta: int,
+               executor: Executor) -> bool:
         """Move the container quota by delta, and the pod's with it when the pod is limited. Growing writes the
         pod first, shrinking the container first, so the child never exceeds its parent."""
         try:
@@ -416,7 +416,7 @@ class CPUBurst:
         return True
 
 
-def _owner(meta: "PodMeta", container: "Container") -> str:
+def _owner(meta: PodMeta, container: Container) -> str:
     return f"container {meta.pod.key}/{container.name}"
 
 

@@ -11,17 +11,16 @@ import logging
 from typing import TYPE_CHECKING
 
 from koordlet.component import Plugin, host_probe
-from koordlet.host import probes
 from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
+from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import read_sysctl, sysctl_path
 from koordlet.logutil import LogOnce
-from koordlet.states.nodestate import NodeView
+from koordlet.rules.cpu_qos import CPUQOSRule, class_pod_bvt, cpu_qos_rule, host_app_bvt, idle_values, pod_bvt
 from koordlet.states.informer import pod_owner
-from koordlet.rules.cpu_qos import (CPUQOSRule, class_pod_bvt, cpu_qos_rule, host_app_bvt, idle_values,
-                                     pod_bvt)
+from koordlet.states.nodestate import NodeView
 from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ class CPUQOS:
         self._note = LogOnce(log, logging.INFO)
         log.info("cpu qos kernel support group_identity=%s cpu_idle=%s", self.bvt, self.idle)
 
-    def rule(self, slo: "NodeSLOSpec") -> CPUQOSRule:
+    def rule(self, slo: NodeSLOSpec) -> CPUQOSRule:
         if self._rule is None or self._rule[0] is not slo:
             self._rule = (slo, cpu_qos_rule(slo))
         return self._rule[1]

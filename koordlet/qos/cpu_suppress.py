@@ -36,28 +36,29 @@ import logging
 import math
 import os
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from koordlet.component import Context, Plugin, collecting
 from koordlet import decode, wire
+from koordlet.component import Context, Plugin, collecting
 from koordlet.decode import DecodeError, decoder
 from koordlet.executor import Update
 from koordlet.host.cgroup import KubeQOS, parse_cpu_list
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
-from koordlet.states.pools import all_cpus
 from koordlet.quantity import milli
+from koordlet.states.informer import pod_owner
+from koordlet.states.nodestate import NodeView
+from koordlet.states.pools import all_cpus
 from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
     from koordlet.host.topology import Topology
     from koordlet.metrics import AgentMetrics
-    from koordlet.states.node import NodeInfo
     from koordlet.states.informer import PodMeta
+    from koordlet.states.node import NodeInfo
     from koordlet.states.nodeslo import HostApplicationSpec
     from koordlet.states.pod import Pod
 
@@ -80,12 +81,12 @@ _USING, _RECOVERED = "using", "recovered"
 # pure decisions
 # --------------------------------------------------------------------------------------------------
 
-def is_non_be_pod(pod: "Pod") -> bool:
+def is_non_be_pod(pod: Pod) -> bool:
     """Upstream's NonBEPodFilter: not BE by label and not Kubernetes BestEffort."""
     return pod.raw_qos_class != wire.QOS_BE and pod.kube_qos is not KubeQOS.BESTEFFORT
 
 
-def is_non_be_host_app(app: "HostApplicationSpec") -> bool:
+def is_non_be_host_app(app: HostApplicationSpec) -> bool:
     """A host app is BE only when its qos is BE *and* it runs under the BestEffort dir."""
     return (app.qos != wire.QOS_BE or app.cgroup_path is None
             or app.cgroup_path.base != wire.CGROUP_BASE_KUBE_BESTEFFORT)
@@ -147,7 +148,7 @@ class Processor:
     node: int
 
 
-def processors_of(topology: "Topology") -> list[Processor]:
+def processors_of(topology: Topology) -> list[Processor]:
     """Online CPUs by id; a field sysfs did not give is 0 (core: the CPU id, so it pairs with nobody)."""
     return [Processor(c.id, c.core if c.core is not None else c.id, c.socket or 0, c.node or 0)
             for c in sorted(topology.cpus, key=lambda c: c.id) if c.online]
@@ -233,7 +234,7 @@ def be_cfs_quota(suppress_milli: int, current_quota: int, capacity_cores: int) -
     return quota
 
 
-def node_reserved_milli(node: "NodeInfo", bad: LogOnce | None = None) -> int:
+def node_reserved_milli(node: NodeInfo, bad: LogOnce | None = None) -> int:
     """max(capacity − allocatable (≥ 0), the reservation annotation) for cpu, in milli-cores.
 
     The annotation's ``reservedCPUs`` (a cpu list) counts its CPUs and overrides ``resources.cpu``.
@@ -289,7 +290,7 @@ def capacity_milli(view: NodeView, bad: LogOnce | None = None) -> int:
 
 
 @decoder(wire.ANNOTATION_RESOURCE_STATUS)
-def resource_status_cpus(pod: "Pod") -> tuple[set[int], bool]:
+def resource_status_cpus(pod: Pod) -> tuple[set[int], bool]:
     """CPUs of the pod's ``scheduling.koordinator.sh/resource-status`` and whether it pins anything at all
     (a cpuset or NUMA node resources); DecodeError on a malformed annotation."""
     key = wire.ANNOTATION_RESOURCE_STATUS
@@ -322,7 +323,7 @@ class CPUSuppress:
 
     name = "cpu-suppress"
 
-    def __init__(self, cache: MetricCache, collect_interval: float, metrics: "AgentMetrics | None" = None, *,
+    def __init__(self, cache: MetricCache, collect_interval: float, metrics: AgentMetrics | None = None, *,
                  be_cpu_manager: bool = False) -> None:
         self._cache = cache
         self._window = 2 * collect_interval           # upstream's "last" query window
@@ -334,7 +335,7 @@ class CPUSuppress:
 
     # --- cycle ---------------------------------------------------------------------------------------
 
-    def reconcile(self, view: NodeView, executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         threshold = view.slo.resource_threshold
         if threshold is None or threshold.enable is None:
             self._bad("slo", "cpu suppress skipped: NodeSLO has no resourceUsedThresholdWithBE.enable")
@@ -417,14 +418,14 @@ class CPUSuppress:
                 excluded |= self._pod_cpus(meta)
         return [c for c in view.topology.online if c not in excluded]
 
-    def _pod_cpus(self, meta: "PodMeta") -> set[int]:
+    def _pod_cpus(self, meta: PodMeta) -> set[int]:
         try:
             return resource_status_cpus(meta.pod)[0]
         except DecodeError as e:
             self._bad(f"status/{meta.pod.uid}", "pod %s annotation %s; its cpuset is ignored", meta.pod.key, e)
             return set()
 
-    def _adjust_by_cpuset(self, view: NodeView, executor: "Executor", suppress: int) -> None:
+    def _adjust_by_cpuset(self, view: NodeView, executor: Executor, suppress: int) -> None:
         be_dir = executor.cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
         try:
             current = parse_cpu_list(executor.cgroups.read_cpuset(be_dir))
@@ -465,7 +466,7 @@ class CPUSuppress:
         self._changed(f"cpuset {text}", "cpu suppress policy=cpuset suppress=%dm cpus=%s kubelet_policy=%s",
                       suppress, text, view.cpu_manager_policy)
 
-    def _recover_cpuset(self, view: NodeView, executor: "Executor", max_depth: int) -> None:
+    def _recover_cpuset(self, view: NodeView, executor: Executor, max_depth: int) -> None:
         full = self._be_full_set(view)
         if not full:
             return
@@ -477,7 +478,7 @@ class CPUSuppress:
                                  for d in range(max_depth + 1)])
         self._status[wire.CPU_SUPPRESS_CPUSET] = _RECOVERED
 
-    def _recover_for_be_cpu_manager(self, view: NodeView, executor: "Executor") -> None:
+    def _recover_for_be_cpu_manager(self, view: NodeView, executor: Executor) -> None:
         """QoS and pod dirs, and containers of pods without a resource-status cpuset/NUMA pinning, get the full
         BE set; the BE cpuset hook handles pinned pods."""
         full = self._be_full_set(view)
@@ -498,7 +499,7 @@ class CPUSuppress:
                                  for d in range(CONTAINER_DEPTH + 1)])
         self._status[wire.CPU_SUPPRESS_CPUSET] = _RECOVERED
 
-    def _be_dirs(self, executor: "Executor", max_depth: int) -> list[tuple[int, str]] | None:
+    def _be_dirs(self, executor: Executor, max_depth: int) -> list[tuple[int, str]] | None:
         """(depth, relative dir) of the BestEffort cpuset subtree in lexical walk order (upstream walks the
         filesystem, so sandbox dirs and pods the informer does not know yet are included)."""
         cgroups = executor.cgroups
@@ -524,7 +525,7 @@ class CPUSuppress:
         return {m.cgroup_dir: pod_owner(m) for m in view.pods}
 
     @staticmethod
-    def _cpuset(executor: "Executor", rel: str, value: str, owners: Mapping[str, str]) -> Update | None:
+    def _cpuset(executor: Executor, rel: str, value: str, owners: Mapping[str, str]) -> Update | None:
         owner = QOS_OWNER
         for pod_dir, name in owners.items():
             if pod_dir and (rel == pod_dir or rel.startswith(pod_dir + "/")):
@@ -534,7 +535,7 @@ class CPUSuppress:
 
     # --- cfs quota --------------------------------------------------------------------------------------
 
-    def _adjust_by_cfs_quota(self, view: NodeView, executor: "Executor", suppress: int) -> None:
+    def _adjust_by_cfs_quota(self, view: NodeView, executor: Executor, suppress: int) -> None:
         be_dir = executor.cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
         try:
             current, _ = executor.cgroups.read_cfs_quota(be_dir)
@@ -556,7 +557,7 @@ class CPUSuppress:
         self._changed(f"quota {quota}", "cpu suppress policy=cfsQuota suppress=%dm quota=%d previous=%d",
                       suppress, quota, current)
 
-    def _recover_quota(self, executor: "Executor") -> None:
+    def _recover_quota(self, executor: Executor) -> None:
         if self._status.get(wire.CPU_SUPPRESS_CFS_QUOTA) == _RECOVERED:
             return
         be_dir = executor.cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)

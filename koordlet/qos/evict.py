@@ -45,18 +45,19 @@ import logging
 import math
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from koordlet.component import Context, Plugin, collecting
 from koordlet import decode, wire
+from koordlet.component import Context, Plugin, collecting
 from koordlet.decode import DecodeError, decoder
 from koordlet.host.procfs import kill_cgroup_processes
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_suppress import capacity_milli
 from koordlet.quantity import parse_quantity
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
@@ -105,7 +106,7 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 # --------------------------------------------------------------------------------------------------
 
 @decoder(wire.ANNOTATION_EVICTION_POLICY)
-def eviction_policy_allows(pod: "Pod", gate: str) -> bool:
+def eviction_policy_allows(pod: Pod, gate: str) -> bool:
     """Whether ``gate`` may evict the pod; raises DecodeError when the annotation does not parse (the caller
     logs it and treats the pod as never evictable)."""
     key = wire.ANNOTATION_EVICTION_POLICY
@@ -121,7 +122,7 @@ def eviction_policy_allows(pod: "Pod", gate: str) -> bool:
 
 
 @decoder(wire.ANNOTATION_EVICTION_PRIORITY)
-def eviction_priority(pod: "Pod") -> int:
+def eviction_priority(pod: Pod) -> int:
     """``koordinator.sh/eviction-priority`` (int32, lower goes first); 0 when absent. DecodeError when bad."""
     key = wire.ANNOTATION_EVICTION_PRIORITY
     raw = pod.annotations.get(key)
@@ -132,7 +133,7 @@ def eviction_priority(pod: "Pod") -> int:
     return int(raw)
 
 
-def label_priority(pod: "Pod", default: int) -> int:
+def label_priority(pod: Pod, default: int) -> int:
     """``koordinator.sh/priority`` parsed as Go's Atoi; ``default`` when absent or not a number."""
     raw = pod.labels.get(wire.LABEL_POD_PRIORITY)
     if raw is None or len(raw) > 20 or not _ATOI.fullmatch(raw):
@@ -141,19 +142,19 @@ def label_priority(pod: "Pod", default: int) -> int:
     return value if -(1 << 63) <= value < (1 << 63) else default
 
 
-def priority_value(pod: "Pod") -> int:
+def priority_value(pod: Pod) -> int:
     """A non-zero spec.priority, else the default value of the pod's priority class (with QoS default)."""
     if pod.priority:
         return pod.priority
     return PRIORITY_DEFAULTS.get(pod.priority_class, 0)
 
 
-def is_active(pod: "Pod") -> bool:
+def is_active(pod: Pod) -> bool:
     """Pending or Running (upstream's IsPodInactive, negated)."""
     return pod.phase in ("Pending", "Running")
 
 
-def pod_request(pod: "Pod", resource: str) -> tuple[str, int]:
+def pod_request(pod: Pod, resource: str) -> tuple[str, int]:
     """(resource name, request) as upstream's GetRequestTypeAndValueFromPod: batch-* for koord-batch pods,
     native otherwise (cpu milli, memory bytes). koord-mid pods: mid-* requests are not parsed yet (0)."""
     cls = pod.priority_class
@@ -172,7 +173,7 @@ def pod_request(pod: "Pod", resource: str) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class PodEvictInfo:
-    meta: "PodMeta"
+    meta: PodMeta
     milli_cpu_request: int = 0
     milli_cpu_used: int = 0
     cpu_usage: float = 0.0          # used / request (BE CPU)
@@ -183,7 +184,7 @@ class PodEvictInfo:
     eviction_priority: int = 0
 
     @property
-    def pod(self) -> "Pod":
+    def pod(self) -> Pod:
         return self.meta.pod
 
 
@@ -191,7 +192,7 @@ def _cmp(less: Callable[[PodEvictInfo, PodEvictInfo], bool]) -> Callable[[PodEvi
     return lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)
 
 
-def _allowed(meta: "PodMeta", gate: str, bad: LogOnce | None) -> bool:
+def _allowed(meta: PodMeta, gate: str, bad: LogOnce | None) -> bool:
     try:
         allowed = eviction_policy_allows(meta.pod, gate)
     except DecodeError as e:
@@ -201,7 +202,7 @@ def _allowed(meta: "PodMeta", gate: str, bad: LogOnce | None) -> bool:
     return allowed
 
 
-def be_cpu_victims(pods: Iterable["PodMeta"], used_milli: Mapping[str, int], gate: str = BE_CPU_EVICT,
+def be_cpu_victims(pods: Iterable[PodMeta], used_milli: Mapping[str, int], gate: str = BE_CPU_EVICT,
                    bad: LogOnce | None = None) -> list[PodEvictInfo]:
     """Raw-BE pods the gate may evict: spec.priority ascending, then usage/request descending (a pod without
     spec.priority compares by usage only, as upstream)."""
@@ -223,7 +224,7 @@ def be_cpu_victims(pods: Iterable["PodMeta"], used_milli: Mapping[str, int], gat
     return sorted(infos, key=functools.cmp_to_key(_cmp(less)))
 
 
-def be_memory_victims(pods: Iterable["PodMeta"], used_bytes: Mapping[str, int], gate: str = BE_MEMORY_EVICT,
+def be_memory_victims(pods: Iterable[PodMeta], used_bytes: Mapping[str, int], gate: str = BE_MEMORY_EVICT,
                       bad: LogOnce | None = None) -> list[PodEvictInfo]:
     """Raw-BE pods the gate may evict: spec.priority ascending (when both set), then usage descending; pods
     without a sample after those with one, by name descending."""
@@ -243,7 +244,7 @@ def be_memory_victims(pods: Iterable["PodMeta"], used_bytes: Mapping[str, int], 
     return sorted(infos, key=functools.cmp_to_key(_cmp(less)))
 
 
-def priority_victims(pods: Iterable["PodMeta"], gate: str, priority_threshold: int, used: Mapping[str, int],
+def priority_victims(pods: Iterable[PodMeta], gate: str, priority_threshold: int, used: Mapping[str, int],
                      resource: str, bad: LogOnce | None = None) -> list[PodEvictInfo]:
     """Victims of CPUEvict (``resource`` "cpu", used in milli-cores) or MemoryEvict ("memory", bytes).
 
@@ -273,15 +274,17 @@ def priority_victims(pods: Iterable["PodMeta"], gate: str, priority_threshold: i
             infos.append(PodEvictInfo(meta, milli_cpu_used=used[pod.uid], milli_cpu_request=request, **common))
         else:
             infos.append(PodEvictInfo(meta, memory_used=used[pod.uid], memory_request=request, **common))
-    sub = (lambda i: -i.milli_cpu_used) if resource == RES_CPU else (lambda i: -i.memory_used)
-    return sorted(infos, key=lambda i: (i.eviction_priority, i.priority, i.label_priority, sub(i)))
+    def heaviest_first(info: PodEvictInfo) -> float:
+        return -info.milli_cpu_used if resource == RES_CPU else -info.memory_used
+
+    return sorted(infos, key=lambda i: (i.eviction_priority, i.priority, i.label_priority, heaviest_first(i)))
 
 
 # --------------------------------------------------------------------------------------------------
 # how much to release
 # --------------------------------------------------------------------------------------------------
 
-def check_be_cpu_config(t: "ResourceThresholdStrategy") -> str | None:
+def check_be_cpu_config(t: ResourceThresholdStrategy) -> str | None:
     low, up = t.cpu_evict_be_satisfaction_lower_percent, t.cpu_evict_be_satisfaction_upper_percent
     if low is None or up is None:
         return "cpuEvictBESatisfactionLowerPercent or cpuEvictBESatisfactionUpperPercent not set"
@@ -294,7 +297,7 @@ def check_be_cpu_config(t: "ResourceThresholdStrategy") -> str | None:
     return None
 
 
-def check_cpu_config(t: "ResourceThresholdStrategy") -> str | None:
+def check_cpu_config(t: ResourceThresholdStrategy) -> str | None:
     if t.cpu_evict_threshold_percent is None:
         return "cpuEvictThresholdPercent not set"
     if t.cpu_evict_threshold_percent < 0:
@@ -309,7 +312,7 @@ def check_cpu_config(t: "ResourceThresholdStrategy") -> str | None:
     return None
 
 
-def check_memory_config(t: "ResourceThresholdStrategy", needs_priority: bool) -> str | None:
+def check_memory_config(t: ResourceThresholdStrategy, needs_priority: bool) -> str | None:
     threshold = t.memory_evict_threshold_percent
     if threshold is None:
         return "memoryEvictThresholdPercent not set"
@@ -355,7 +358,7 @@ def release_by_satisfaction(request: float, limit: float, lower_percent: int, up
     return int(request * gap)
 
 
-def be_cpu_release_milli(avg: BECPUSample, last: BECPUSample, t: "ResourceThresholdStrategy",
+def be_cpu_release_milli(avg: BECPUSample, last: BECPUSample, t: ResourceThresholdStrategy,
                          batch_allocatable_milli: float, window_seconds: int, interval_seconds: int) -> int:
     """batch-cpu (milli) BECPUEvict wants released: min of the window-average and newest estimates, 0 for none."""
     by_allocatable = t.cpu_evict_policy == wire.CPU_EVICT_BY_ALLOCATABLE
@@ -380,7 +383,7 @@ def be_cpu_release_milli(avg: BECPUSample, last: BECPUSample, t: "ResourceThresh
     return min(release, current)
 
 
-def cpu_usage_release_milli(node_used_cores: float, cap_milli: int, t: "ResourceThresholdStrategy") -> int:
+def cpu_usage_release_milli(node_used_cores: float, cap_milli: int, t: ResourceThresholdStrategy) -> int:
     """CPUEvict: capacity·(usage% − lower%) in milli-cores once usage% ≥ threshold, else 0 (integer percents)."""
     threshold = t.cpu_evict_threshold_percent or 0
     usage = int(node_used_cores * 1000) * 100 // cap_milli
@@ -390,7 +393,7 @@ def cpu_usage_release_milli(node_used_cores: float, cap_milli: int, t: "Resource
     return cap_milli * (usage - lower) // 100
 
 
-def memory_release_bytes(node_used_bytes: float, capacity_bytes: int, t: "ResourceThresholdStrategy") -> int:
+def memory_release_bytes(node_used_bytes: float, capacity_bytes: int, t: ResourceThresholdStrategy) -> int:
     """Memory evict: capacity·(usage% − lower%) once usage% ≥ threshold, else 0 (integer percents)."""
     threshold = t.memory_evict_threshold_percent or 0
     usage = int(node_used_bytes) * 100 // capacity_bytes
@@ -495,9 +498,9 @@ class Evictor:
 
     cache: MetricCache
     collect_interval: float
-    metrics: "AgentMetrics | None" = None
+    metrics: AgentMetrics | None = None
     gates: Iterable[str] = ()
-    api: "KubeApi | None" = None
+    api: KubeApi | None = None
     node_name: str = ""
     kill_standalone: bool = False
     cpu_cool_down: float = CPU_COOL_DOWN
@@ -519,7 +522,7 @@ class Evictor:
 
     # --- cycle ---------------------------------------------------------------------------------------
 
-    def reconcile(self, view: NodeView, executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         now = self.clock()
         present = {m.pod.uid for m in view.pods}
         self._evicted = {uid: r for uid, r in self._evicted.items()
@@ -535,7 +538,7 @@ class Evictor:
         if self._enabled & set(CPU_GATES) and now - self._last_cpu >= self.cpu_cool_down:
             self._cpu_round(view, executor, threshold, now)
 
-    def _memory_round(self, view: NodeView, executor: "Executor", t: "ResourceThresholdStrategy",
+    def _memory_round(self, view: NodeView, executor: Executor, t: ResourceThresholdStrategy,
                       now: float) -> None:
         capacity = self._memory_capacity(view)
         if capacity <= 0:
@@ -572,7 +575,7 @@ class Evictor:
         if self._run(tasks, view, executor):
             self._last_memory = now
 
-    def _cpu_round(self, view: NodeView, executor: "Executor", t: "ResourceThresholdStrategy",
+    def _cpu_round(self, view: NodeView, executor: Executor, t: ResourceThresholdStrategy,
                    now: float) -> None:
         cap = capacity_milli(view)
         if cap <= 0:
@@ -623,7 +626,7 @@ class Evictor:
         if self._run(tasks, view, executor):
             self._last_cpu = now
 
-    def _run(self, tasks: list[EvictTask], view: NodeView, executor: "Executor") -> bool:
+    def _run(self, tasks: list[EvictTask], view: NodeView, executor: Executor) -> bool:
         if not tasks:
             return False
         released, newly = kill_and_evict(tasks, self._is_evicted,
@@ -699,7 +702,7 @@ class Evictor:
         if self.metrics is not None:
             self.metrics.pod_eviction.labels(self.metrics.node, gate, result).inc()
 
-    def _evict(self, info: PodEvictInfo, task: EvictTask, executor: "Executor") -> bool:
+    def _evict(self, info: PodEvictInfo, task: EvictTask, executor: Executor) -> bool:
         pod = info.pod
         message = f"{task.reason}, kill pod: {pod.name}"
         detail = f"evict Pod:{pod.namespace}/{pod.name}, reason: {EVICTED}, message: {message}"
@@ -746,11 +749,11 @@ class Evictor:
         self._event(pod, EVENT_SUCCESS, detail)
         return True
 
-    def _event(self, pod: "Pod", reason: str, message: str) -> None:
+    def _event(self, pod: Pod, reason: str, message: str) -> None:
         from koordlet.kubeapi import ApiError
 
         assert self.api is not None
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},

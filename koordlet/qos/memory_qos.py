@@ -35,17 +35,17 @@ import mmap
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from koordlet.component import Plugin, host_probe
-from koordlet.host import probes
 from koordlet import decode, wire
+from koordlet.component import Plugin, host_probe
 from koordlet.decode import DecodeError, decoder
+from koordlet.host import probes
 from koordlet.host.cgroup import CgroupVersion, KubeQOS
 from koordlet.logutil import LogOnce
-from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
 from koordlet.quantity import parse_quantity
 from koordlet.states import nodeslo
+from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import MemoryQOSCfg, ResourceQOSStrategy, default_node_slo_spec
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor, Update
@@ -83,7 +83,7 @@ class MemorySettings:
     pagecache_size: int | None = None
     pagecache_sync: int | None = None
 
-    def updates(self, executor: "Executor", rel: str, owner: str) -> list["Update | None"]:
+    def updates(self, executor: Executor, rel: str, owner: str) -> list[Update | None]:
         """In upstream's order; the page cache files exist only in the v2 registry."""
         v2 = executor.cgroups.version is CgroupVersion.V2
         out: list[Update | None] = []
@@ -114,7 +114,7 @@ def class_memory_qos(strategy: ResourceQOSStrategy, qos_class: str) -> MemoryQOS
 
 
 @decoder(wire.ANNOTATION_POD_MEMORY_QOS)
-def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> MemoryQOSCfg:
+def pod_memory_qos(pod: Pod, strategy: ResourceQOSStrategy) -> MemoryQOSCfg:
     """The pod's memory QoS config; DecodeError when the annotation is rejected (the caller then uses
     :func:`class_memory_qos`)."""
     key = wire.ANNOTATION_POD_MEMORY_QOS
@@ -132,7 +132,7 @@ def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> MemoryQOSCfg:
     overrides = {k: v for k, v in raw.items() if k not in ("policy", "enable")}
     base = node_cfg
     if policy == POLICY_AUTO:
-        base = replace(class_memory_qos(default_node_slo_spec().resource_qos, pod.qos_class),
+        base = replace(class_memory_qos(default_node_slo_spec().resource_qos or ResourceQOSStrategy(), pod.qos_class),
                        enable=node_cfg.enable)
     merged, problem = nodeslo.overlay(MemoryQOSCfg, overrides, base, key)
     if problem is not None:
@@ -144,18 +144,18 @@ def pod_memory_qos(pod: "Pod", strategy: ResourceQOSStrategy) -> MemoryQOSCfg:
 # requests and limits
 # --------------------------------------------------------------------------------------------------
 
-def _is_be(pod: "Pod") -> bool:
+def _is_be(pod: Pod) -> bool:
     return pod.raw_qos_class == wire.QOS_BE
 
 
-def pod_request_bytes(pod: "Pod") -> int:
+def pod_request_bytes(pod: Pod) -> int:
     """Native pod memory request, or Σ batch-memory requests of a BE pod (unset counts as 0)."""
     if not _is_be(pod):
         return pod.memory_request_bytes
     return sum(c.resources.batch_memory_request for c in pod.containers if c.resources.batch_memory_request > 0)
 
 
-def pod_limit_bytes(pod: "Pod") -> int:
+def pod_limit_bytes(pod: Pod) -> int:
     """Pod memory limit, -1 when unlimited (BE: any container without a batch-memory limit)."""
     if _is_be(pod):
         limits = [c.resources.batch_memory_limit for c in pod.containers]
@@ -166,7 +166,7 @@ def pod_limit_bytes(pod: "Pod") -> int:
     return total if total > 0 else -1
 
 
-def container_request_limit(pod: "Pod", container: "Container") -> tuple[int, int]:
+def container_request_limit(pod: Pod, container: Container) -> tuple[int, int]:
     """(request ≥ 0, limit or -1)."""
     r = container.resources
     req, limit = (r.batch_memory_request, r.batch_memory_limit) if _is_be(pod) else (r.memory_request,
@@ -200,7 +200,7 @@ def _raise_low(min_: int | None, low: int | None) -> int | None:
     return low
 
 
-def pod_settings(pod: "Pod", cfg: MemoryQOSCfg) -> MemorySettings:
+def pod_settings(pod: Pod, cfg: MemoryQOSCfg) -> MemorySettings:
     req = pod_request_bytes(pod)
     min_ = _percent(req, cfg.min_limit_percent)
     low = _raise_low(min_, _percent(req, cfg.low_limit_percent))
@@ -224,7 +224,7 @@ def pod_settings(pod: "Pod", cfg: MemoryQOSCfg) -> MemorySettings:
                           pagecache_sync=sync, **_static(cfg))
 
 
-def container_settings(pod: "Pod", container: "Container", cfg: MemoryQOSCfg,
+def container_settings(pod: Pod, container: Container, cfg: MemoryQOSCfg,
                        node_memory: int) -> MemorySettings:
     """``node_memory``: the node's allocatable memory (bytes), used for the high of an unlimited container; 0 =
     unknown (no memory.high for an unlimited container)."""
@@ -245,7 +245,7 @@ def container_settings(pod: "Pod", container: "Container", cfg: MemoryQOSCfg,
     return MemorySettings(min=min_, low=low, high=high, **_static(cfg))
 
 
-def qos_settings(pods: list[tuple["Pod", MemoryQOSCfg]],
+def qos_settings(pods: list[tuple[Pod, MemoryQOSCfg]],
                  strategy: ResourceQOSStrategy) -> dict[KubeQOS, MemorySettings]:
     """QoS directories: Burstable/BestEffort min/low = Σ their pods, the root (Guaranteed dir) Σ all pods."""
     sums: dict[KubeQOS, list[int | None]] = {q: [None, None] for q in _QOS_ORDER}
@@ -292,7 +292,7 @@ class MemoryQOS:
         self._bad = LogOnce(log, logging.WARNING)
         self._once = LogOnce(log, logging.INFO)
 
-    def reconcile(self, view: NodeView, executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         strategy = view.slo.resource_qos
         if strategy is None:
             self._once("no-config", "memory qos skipped: NodeSLO has no resourceQOSStrategy")

@@ -61,22 +61,34 @@ import os
 import posixpath
 import time
 import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from koordlet.component import Context, Plugin, host_probe
-from koordlet.host import probes
 from koordlet import decode, wire
+from koordlet.component import Context, Plugin, host_probe
 from koordlet.decode import DecodeError, decoder
 from koordlet.executor import FORCE_REFRESH, Executor, Update
+from koordlet.host import probes
 from koordlet.host.cgroup import KubeQOS
-from koordlet.host.netlink import (TC, TC_H_ROOT, Filter, HTBClass, Link, NetlinkFailure, TCState, handle, handle_str,
-                                   htb_class, net_cls_mounted)
+from koordlet.host.netlink import (
+    TC,
+    TC_H_ROOT,
+    Filter,
+    HTBClass,
+    Link,
+    NetlinkFailure,
+    TCState,
+    handle,
+    handle_str,
+    htb_class,
+    net_cls_mounted,
+)
 from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
-from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
 from koordlet.quantity import parse_quantity
+from koordlet.states.informer import pod_owner
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.metrics import AgentMetrics
@@ -119,12 +131,12 @@ def quantity_bits(raw: object) -> int:
     return -((-q.numerator) // q.denominator)
 
 
-def net_class(pod: "Pod") -> str:
+def net_class(pod: Pod) -> str:
     """SYSTEM -> system, LSE/LSR/LS -> LS, BE -> BE, no koordinator QoS label -> none (the label only)."""
     return _NET_CLASS.get(pod.raw_qos_class, NET_NONE)
 
 
-def net_qos_policy(slo: "NodeSLOSpec") -> str:
+def net_qos_policy(slo: NodeSLOSpec) -> str:
     """``tc`` when unset (the hook's reading), else the configured value (``terway-qos`` or ``""``)."""
     policies = slo.resource_qos.policies if slo.resource_qos is not None else None
     if policies is None or policies.net_qos_policy is None:
@@ -132,7 +144,7 @@ def net_qos_policy(slo: "NodeSLOSpec") -> str:
     return policies.net_qos_policy
 
 
-def total_bandwidth_bits(slo: "NodeSLOSpec", node_annotations: Mapping[str, str]) -> tuple[int, str | None]:
+def total_bandwidth_bits(slo: NodeSLOSpec, node_annotations: Mapping[str, str]) -> tuple[int, str | None]:
     """``systemStrategy.totalNetworkBandwidth`` (bits/s), the node annotation taking precedence when it parses."""
     base = slo.system.total_network_bandwidth_value if slo.system is not None else 0
     raw = node_annotations.get(wire.ANNOTATION_NODE_NETWORK_BANDWIDTH)
@@ -187,7 +199,7 @@ class Bandwidth:
              "offline_l2_rx_bps_min", "offline_l2_rx_bps_max")
 
 
-def _class_values(cfg: "NetworkQOSCfg | None", total: int, where: str,
+def _class_values(cfg: NetworkQOSCfg | None, total: int, where: str,
                   problems: list[str]) -> tuple[bool, tuple[int, int, int, int]]:
     """(enabled, (tx min, tx max, rx min, rx max)) of lsClass/beClass networkQOS; zeros when not enabled."""
     if cfg is None or not cfg.enable:
@@ -202,7 +214,7 @@ def _class_values(cfg: "NetworkQOSCfg | None", total: int, where: str,
     return True, (out[0], out[1], out[2], out[3])
 
 
-def bandwidth(slo: "NodeSLOSpec", node_annotations: Mapping[str, str]) -> tuple[Bandwidth, list[str]]:
+def bandwidth(slo: NodeSLOSpec, node_annotations: Mapping[str, str]) -> tuple[Bandwidth, list[str]]:
     """The node's bandwidth config from the NodeSLO (and node annotation), with a problem text per bad value."""
     problems: list[str] = []
     total, problem = total_bandwidth_bits(slo, node_annotations)
@@ -216,7 +228,7 @@ def bandwidth(slo: "NodeSLOSpec", node_annotations: Mapping[str, str]) -> tuple[
 
 
 @decoder(wire.ANNOTATION_POD_NETWORK_QOS)
-def pod_limits(pod: "Pod") -> tuple[int, int]:
+def pod_limits(pod: Pod) -> tuple[int, int]:
     """(ingress, egress) bytes/s from ``koordinator.sh/networkQOS`` (bits/s quantities; missing key = 0);
     DecodeError when the annotation is malformed (the caller then sets no pod-level limit)."""
     key = wire.ANNOTATION_POD_NETWORK_QOS
@@ -246,7 +258,7 @@ def terway_global_config(bw: Bandwidth) -> str:
     return "".join(f"{name} {getattr(bw, name)}\n" for name in Bandwidth.LINES)
 
 
-def terway_prio(pod: "Pod") -> int:
+def terway_prio(pod: Pod) -> int:
     """SYSTEM 0, LSE/LSR/LS 1, BE 2; unlabeled: Guaranteed/Burstable 1, BestEffort 2."""
     prio = _TERWAY_PRIO.get(pod.raw_qos_class)
     if prio is not None:
@@ -254,7 +266,7 @@ def terway_prio(pod: "Pod") -> int:
     return 2 if pod.kube_qos is KubeQOS.BESTEFFORT else 1
 
 
-def terway_pod_entry(meta: "PodMeta", ingress: int, egress: int) -> dict[str, Any]:
+def terway_pod_entry(meta: PodMeta, ingress: int, egress: int) -> dict[str, Any]:
     pod = meta.pod
     return {"podName": pod.name, "podNamespace": pod.namespace, "podUID": pod.uid, "prio": terway_prio(pod),
             "cgroupDir": posixpath.normpath(posixpath.join(TERWAY_NET_CLS_ROOT, meta.cgroup_dir)),
@@ -424,7 +436,7 @@ def tc_diff(plan: TCPlan, state: TCState) -> list[TCOp]:
         pair = (f.src_ip, f.classid)
         if (f.kind == "u32" and f.prio == POD_FILTER_PREF and pair in want_u32 and pair not in kept_u32
                 and f.classid not in reparent):
-            kept_u32.add(pair)                    # type: ignore[arg-type]
+            kept_u32.add(pair)
             continue
         if f.kind == "cgroup" and f.prio == CGROUP_FILTER_PREF and plan.cgroup_filter and not kept_cgroup:
             kept_cgroup = True
@@ -484,7 +496,7 @@ class NetQOS:
 
     name = "net-qos"
 
-    def __init__(self, paths: HostPaths, metrics: "AgentMetrics | None" = None, netns: str | None = None, *,
+    def __init__(self, paths: HostPaths, metrics: AgentMetrics | None = None, netns: str | None = None, *,
                  tc: bool = True, terway: bool = True, terway_dir: str = TERWAY_DIR,
                  pod_ips: Mapping[str, str] | None = None, interface: str | None = None,
                  refresh: float = FORCE_REFRESH, clock: Callable[[], float] = time.monotonic) -> None:
@@ -551,7 +563,7 @@ class NetQOS:
 
     # --- tc -------------------------------------------------------------------------------------------------
 
-    def _pod_nets(self, metas: Sequence["PodMeta"], limits: Mapping[str, tuple[int, int]]) -> list[PodNet]:
+    def _pod_nets(self, metas: Sequence[PodMeta], limits: Mapping[str, tuple[int, int]]) -> list[PodNet]:
         out: list[PodNet] = []
         seen: set[str] = set()
         ip_memo: dict[str, int] = {}
@@ -603,7 +615,7 @@ class NetQOS:
         return (self._converged is not None and self._converged[0] == inputs
                 and self.clock() - self._converged[1] < self.refresh)
 
-    def _tc_apply(self, bw: Bandwidth, pods: list[PodNet], metas: Sequence["PodMeta"], executor: Executor) -> None:
+    def _tc_apply(self, bw: Bandwidth, pods: list[PodNet], metas: Sequence[PodMeta], executor: Executor) -> None:
         if self._net_cls is None:
             self._net_cls = net_cls_mounted(executor.cgroups)
         cgroup_filter = self._net_cls and self._cgroup_cls
@@ -678,7 +690,7 @@ class NetQOS:
             executor.record("node", REASON, f"tc dev {link.name}", "", f"{op.op} {op.describe()}")
         return failed
 
-    def _write_net_cls(self, pods: list[PodNet], minors: Mapping[str, int], metas: Sequence["PodMeta"],
+    def _write_net_cls(self, pods: list[PodNet], minors: Mapping[str, int], metas: Sequence[PodMeta],
                        executor: Executor) -> None:
         if not self._net_cls:
             return
@@ -724,7 +736,7 @@ class NetQOS:
     def _terway_paths(self) -> tuple[str, str]:
         return os.path.join(self.terway_dir, TERWAY_NODE_FILE), os.path.join(self.terway_dir, TERWAY_POD_FILE)
 
-    def _terway_write(self, bw: Bandwidth, metas: Sequence["PodMeta"], limits: Mapping[str, tuple[int, int]],
+    def _terway_write(self, bw: Bandwidth, metas: Sequence[PodMeta], limits: Mapping[str, tuple[int, int]],
                       executor: Executor) -> None:
         entries = {m.pod.uid: terway_pod_entry(m, *limits.get(m.pod.uid, (0, 0))) for m in metas}
         node_file, pod_file = self._terway_paths()

@@ -14,12 +14,22 @@ from koordlet.component import Context, Plugin
 from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
 from koordlet.logutil import LogOnce
+from koordlet.rules.resources import (
+    REASON_BATCH,
+    REASON_CPUSET,
+    ResourceStatus,
+    Settings,
+    SettingsRule,
+    batch_quota_enabled,
+    cgroup_updates,
+    container_settings,
+    host_app_cpuset,
+    normalization_ratio,
+    pod_settings,
+    resource_status,
+)
+from koordlet.states.informer import PodMeta, pod_owner
 from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
-from koordlet.rules.resources import (REASON_BATCH, REASON_CPUSET, ResourceStatus, Settings, SettingsRule,
-                                      batch_quota_enabled, cgroup_updates, container_settings, host_app_cpuset,
-                                      normalization_ratio, pod_settings, resource_status)
-from koordlet.states.informer import PodMeta
 
 log = logging.getLogger(__name__)
 

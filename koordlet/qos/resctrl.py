@@ -54,27 +54,36 @@ Beyond upstream (documented differences):
 
 from __future__ import annotations
 
-from koordlet.component import Plugin, host_probe
-from koordlet.host import probes
-from koordlet import decode, wire
-from koordlet.decode import decoder
-
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
+from koordlet import decode, wire
+from koordlet.component import Plugin, host_probe
+from koordlet.decode import decoder
 from koordlet.executor import Executor, Update
-from koordlet.host.cgroup import CgroupVersion, Cgroups
+from koordlet.host import probes
+from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.fs import read_bytes, read_text
 from koordlet.host.paths import HostPaths
-from koordlet.host.resctrl import (MB_MAX_AMD, ResctrlInfo, ResctrlKernel, detect, is_no_space, list_groups,
-                                   mounted, parse_schemata, schemata_line)
+from koordlet.host.resctrl import (
+    MB_MAX_AMD,
+    ResctrlInfo,
+    ResctrlKernel,
+    detect,
+    is_no_space,
+    list_groups,
+    mounted,
+    parse_schemata,
+    schemata_line,
+)
 from koordlet.logutil import LogOnce
-from koordlet.states.nodestate import NodeView
-from koordlet.states.informer import pod_owner
 from koordlet.rules.resctrl import CLASS_GROUP_OF, CLASS_GROUPS, POD_GROUP_PREFIX
+from koordlet.states.informer import pod_owner
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.metrics import AgentMetrics
@@ -136,7 +145,7 @@ def default_schemata(info: ResctrlInfo) -> Schemata:
     return out
 
 
-def class_schemata(cfg: "ResctrlQOSCfg | None", info: ResctrlInfo) -> tuple[Schemata, str | None, bool]:
+def class_schemata(cfg: ResctrlQOSCfg | None, info: ResctrlInfo) -> tuple[Schemata, str | None, bool]:
     """(desired lines, problem, widened) for a class group; an unset or invalid part is left out."""
     out: Schemata = {}
     problem, widened = None, False
@@ -342,7 +351,7 @@ class _Members:
 class Resctrl:
     name = "resctrl"
 
-    def __init__(self, paths: HostPaths, metrics: "AgentMetrics | None" = None,
+    def __init__(self, paths: HostPaths, metrics: AgentMetrics | None = None,
                  kernel: ResctrlKernel | None = None, pod_level: bool = True) -> None:
         """Cheap: resctrl is detected (and mounted when the CPU supports it) on the first reconcile.
         ``pod_level`` (gate ``Resctrl``) manages the per-pod groups; without it annotated pods use their class
@@ -400,7 +409,7 @@ class Resctrl:
 
     # --- class groups ------------------------------------------------------------------------------
 
-    def _class_desired(self, strategy: "ResourceQOSStrategy | None",
+    def _class_desired(self, strategy: ResourceQOSStrategy | None,
                        info: ResctrlInfo) -> dict[str, tuple[Schemata, str | None, bool]]:
         if self._class_cache is None or self._class_cache[0] is not strategy:
             out = {}
@@ -501,7 +510,7 @@ class Resctrl:
             del self._groups[uid]
             self._verified.pop(POD_GROUP_PREFIX + uid, None)
 
-        wanted: dict[str, tuple["PodMeta", Schemata]] = {}
+        wanted: dict[str, tuple[PodMeta, Schemata]] = {}
         seen: set[str] = set()
         for meta in view.pods:
             pod = meta.pod
@@ -567,7 +576,7 @@ class Resctrl:
                 placed.add(uid)
         return placed
 
-    def _report_exhausted(self, exhausted: list[str], wanted: Mapping[str, tuple["PodMeta", Schemata]],
+    def _report_exhausted(self, exhausted: list[str], wanted: Mapping[str, tuple[PodMeta, Schemata]],
                           info: ResctrlInfo, in_use: int) -> None:
         now_set = set(exhausted)
         if self._metrics is not None:
@@ -586,7 +595,7 @@ class Resctrl:
 
     # --- threads -----------------------------------------------------------------------------------
 
-    def _task_dirs(self, meta: "PodMeta", cgroups: Cgroups, now: float, refresh: float) -> _Dirs:
+    def _task_dirs(self, meta: PodMeta, cgroups: Cgroups, now: float, refresh: float) -> _Dirs:
         """The pod's container task lists, the sandbox's included. The pod dir is listed again only when its
         containers change (or after ``refresh`` seconds), so a steady cycle lists nothing."""
         cached = self._dirs.get(meta.cgroup_dir)

@@ -35,9 +35,9 @@ from koordlet.executor import Update
 from koordlet.host.fs import read_bytes
 from koordlet.host.paths import HostPaths
 from koordlet.logutil import LogOnce
-from koordlet.states.nodestate import NodeView
 from koordlet.quantity import parse_quantity
 from koordlet.states.nodeslo import SystemStrategy
+from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
@@ -159,7 +159,7 @@ class SystemConfig:
         return [Update(path, line, OWNER, REASON, "sched_features", cacheable=False)
                 for line in sched_feature_writes(current, wanted)]
 
-    def reconcile(self, view: NodeView, executor: "Executor") -> None:
+    def reconcile(self, view: NodeView, executor: Executor) -> None:
         updates = self.updates(view)
         if updates:
             executor.update(updates)

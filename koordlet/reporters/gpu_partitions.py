@@ -57,9 +57,10 @@ Output: ``{"1": [...], "2": [...], ...}`` with keys in numeric order, partitions
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations, permutations
-from typing import Iterator, Mapping, Sequence
+from typing import Any
 
 from koordlet import wire
 from koordlet.quantity import format_milli
@@ -98,13 +99,14 @@ class _Fabric:
     bandwidth_known: bool
 
 
-def derive_partitions(gpus: Sequence[GpuLinks], pcie_levels: Mapping[frozenset[str], int]) -> dict[str, list[dict]]:
+def derive_partitions(gpus: Sequence[GpuLinks],
+                      pcie_levels: Mapping[frozenset[str], int]) -> dict[str, list[dict[str, Any]]]:
     """The partition table for these GPUs (see the module docstring for the rule), JSON-ready."""
     if not gpus:
         return {}
     fabric = _fabric(gpus, pcie_levels)
     levels, parent, quality = _build_levels(sorted(g.minor for g in gpus), fabric)
-    table: dict[str, list[dict]] = {}
+    table: dict[str, list[dict[str, Any]]] = {}
     for index, groups in enumerate(levels):
         larger = [quality[g] for g in levels[index + 1]] if index + 1 < len(levels) else []
         table[str(len(groups[0]))] = [
@@ -255,9 +257,9 @@ def _score(parent: Group | None, quality: Mapping[Group, Quality], larger: list[
     return 1 + sum(1 for q in distinct if q > quality[parent])
 
 
-def _partition(group: Group, ring_bandwidth: int, bandwidth_known: bool, score: int) -> dict:
+def _partition(group: Group, ring_bandwidth: int, bandwidth_known: bool, score: int) -> dict[str, Any]:
     """One table entry; ringBusBandwidth only where it is NVLink and in bytes/s."""
-    entry: dict = {"minors": list(group),
+    entry: dict[str, Any] = {"minors": list(group),
                    "gpuLinkType": wire.GPU_LINK_NVLINK if ring_bandwidth > 0 else wire.GPU_LINK_PCIE}
     if ring_bandwidth > 0 and bandwidth_known:
         entry["ringBusBandwidth"] = format_milli(ring_bandwidth * 1000)

@@ -2,7 +2,8 @@
 
 Facts: reference/qos-enforcement.md §3a (group identity) and §3b (schedIdle). Upstream computes a rule from the
 merged NodeSLO once per NodeSLO change; so do we (:func:`cpu_qos_rule`), and the per-pod value is a pure function
-of the rule and the pod (:func:`pod_bvt`, :func:`class_pod_bvt` when the pod's annotation is refused), shared by the reconciler and the NRI sandbox hook.
+of the rule and the pod (:func:`pod_bvt`, :func:`class_pod_bvt` when the pod's annotation is refused), shared by
+the reconciler and the NRI sandbox hook.
 
 Beyond upstream: on kernels without ``cpu.bvt_warp_ns`` (every mainline kernel) group identity silently does
 nothing upstream. When the policy is groupIdentity, the BE class is enabled with identity −1 ("BE, yields to
@@ -12,8 +13,8 @@ mechanism with the same intent (the BE tier runs only on otherwise-idle CPU time
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from koordlet import decode, wire
 from koordlet.decode import decoder

@@ -12,8 +12,8 @@ device node to every container. Per device type:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Mapping, Sequence
 
 from koordlet import wire
 from koordlet.states.deviceallocation import DeviceAllocation
@@ -65,7 +65,7 @@ def by_container(containers: Sequence[SpecContainer],
         counts = [device_count(dtype, c.devices) for c in requesters]
         if len(requesters) > 1 and sum(counts) == len(allocations):
             starts = [sum(counts[:i]) for i in range(len(counts))]
-            shares = [(c, allocations[s:s + n]) for c, s, n in zip(requesters, starts, counts)]
+            shares = [(c, allocations[s:s + n]) for c, s, n in zip(requesters, starts, counts, strict=True)]
         else:
             shares = [(c, allocations) for c in requesters]
         for container, mine in shares:

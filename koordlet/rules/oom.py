@@ -7,7 +7,7 @@ NRI the value is part of the container's creation, so its first process already 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from koordlet import decode, wire
 from koordlet.decode import decoder

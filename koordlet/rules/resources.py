@@ -10,8 +10,9 @@ A field left ``None`` means "not ours for this pod": the agent does not touch th
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from koordlet import decode, wire
 from koordlet.decode import decoder
@@ -21,8 +22,8 @@ from koordlet.states.pod import Container, Pod
 from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
-    from koordlet.states.nodestate import NodeView
     from koordlet.states.nodeslo import NodeSLOSpec
+    from koordlet.states.nodestate import NodeView
 
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
@@ -72,7 +73,7 @@ def _pool(pools: Mapping[int, tuple[int, ...]], nodes: tuple[int, ...] | None = 
     return format_cpu_list(sorted(cpus))
 
 
-def container_cpuset(pod: Pod, status: ResourceStatus, view: "NodeView", be_cpu_manager: bool = False) -> str | None:
+def container_cpuset(pod: Pod, status: ResourceStatus, view: NodeView, be_cpu_manager: bool = False) -> str | None:
     """cpuset.cpus of a container (and of the sandbox), upstream's order of precedence.
 
     None for BestEffort containers (CPU suppress owns them) and, under the kubelet's static policy, for
@@ -97,7 +98,7 @@ def container_cpuset(pod: Pod, status: ResourceStatus, view: "NodeView", be_cpu_
     return _pool(view.ls_pools)
 
 
-def host_app_cpuset(qos: str, view: "NodeView") -> str | None:
+def host_app_cpuset(qos: str, view: NodeView) -> str | None:
     """Only LS host applications get the share pools (upstream refuses the other classes)."""
     return _pool(view.ls_pools) if qos == wire.QOS_LS else None
 
@@ -150,7 +151,7 @@ def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool =
                     memory_limit=sum(c.resources.batch_memory_limit for c in containers) if mem_limited else -1)
 
 
-def batch_quota_enabled(slo: "NodeSLOSpec") -> bool:
+def batch_quota_enabled(slo: NodeSLOSpec) -> bool:
     """BE cfs quota comes from batch-cpu limits unless CPU suppress runs in cfsQuota mode (it owns the quota)."""
     threshold = slo.resource_threshold
     return not (threshold is not None and threshold.enable
@@ -167,7 +168,7 @@ class SettingsRule:
 
 
 def container_settings(rule: SettingsRule, pod: Pod, container: Container, status: ResourceStatus,
-                       view: "NodeView | None") -> Settings:
+                       view: NodeView | None) -> Settings:
     """Everything the agent sets on one container's cgroup; without a view (pools unknown) no cpuset.
 
     Pods pinned by the scheduler must not be throttled (upstream #489): their quota is unlimited.

@@ -9,9 +9,9 @@ field; callers log it against the pod and treat the pod as having no allocation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
 
 from koordlet import decode, wire
 from koordlet.decode import decoder

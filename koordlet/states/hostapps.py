@@ -11,8 +11,8 @@ application, and the others stay; so is one whose dir, resolved, leads outside t
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from koordlet import wire
 from koordlet.host.cgroup import Cgroups, KubeQOS, Layout

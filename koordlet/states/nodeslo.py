@@ -721,11 +721,11 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def overlay(cls: Any, raw: Mapping[str, Any], base: Any, path: str) -> tuple[Any, str | None]:
+def overlay(cls: type[_T], raw: Mapping[str, Any], base: _T, path: str) -> tuple[_T, str | None]:
     """``raw`` (a decoded JSON object) overlaid on ``base`` with the NodeSLO decoder's rules and range checks, as
     the pod-level overrides (``koordinator.sh/cpuBurst``, ``memoryQOS``) are: (value, None), or (base, problem)."""
     ctx = _Ctx(check=True)
-    value = _decode_obj(cls, raw, base, path, ctx)
+    value: _T = _decode_obj(cls, raw, base, path, ctx)
     if ctx.errors:
         return base, "; ".join(f"{e.path}: {e.problem}" for e in ctx.errors)
     return value, None

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from fractions import Fraction
-from typing import Any, Mapping
+from types import MappingProxyType
+from typing import Any
 
 from koordlet import decode, wire
 from koordlet.decode import decoder
