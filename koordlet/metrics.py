@@ -133,7 +133,7 @@ class AgentMetrics:
             ["node", "hook", "reason"], registry=r)
         self.nri_reconnects = Counter(
             "koordlet_nri_reconnects", "(koordlet-py) NRI connection attempts that ended or failed, by reason "
-            "(socket_absent, refused, connect_error, register_failed, eof, protocol_error, closed)",
+            "(socket_absent, refused, connect_error, register_failed, eof, protocol_error, partial_timeout, closed)",
             ["node", "reason"], registry=r)
         self.nri_connected = Gauge("koordlet_nri_connected", "(koordlet-py) 1 while registered with the "
                                    "runtime's NRI socket", ["node"], registry=r)

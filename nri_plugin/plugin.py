@@ -3,9 +3,13 @@
 Lifecycle (reference §1.6, §1.11, §2): connect; RegisterPlugin on conn 2; the runtime calls Configure (we answer
 with our event mask) and Synchronize on conn 1, then the subscribed events. When the runtime restarts, drops us
 (a call over its 2 s timeout) or the socket is not there yet, we retry with capped exponential back-off — also at
-start-up, where upstream gives up for good — and we reconnect at once when a new socket appears. The old
-connection is always closed before a new one is dialed: two live registrations under one name make the runtime
-fail containers on field-ownership conflicts (koordinator #2334).
+start-up, where upstream gives up for good — and we reconnect at once when a new socket appears: inotify on its
+directory says so even when the new socket got the old one's inode number (ext4 does that; a stat poll alone
+missed it and waited out the back-off, issue 18), with the stat poll kept beside it for where inotify is not
+available. A runtime that sends part of a frame and goes silent gets its trunk closed after
+``partial_frame_timeout`` and is reconnected like any other drop. The old connection is always closed before a new
+one is dialed: two live registrations under one name make the runtime fail containers on field-ownership
+conflicts (koordinator #2334).
 
 Every hook runs on a small thread pool under a budget far below the runtime's timeout (default 100 ms); an
 answer that would be late, a hook that raises and an undecodable request all get the empty answer (fail open):
@@ -30,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from google.protobuf.message import DecodeError, Message
 
 from nri_plugin.hooks import Hooks
-from nri_plugin.transport.mux import PLUGIN_CONN, RUNTIME_CONN, Mux
+from nri_plugin.socketwatch import SocketWatch
+from nri_plugin.transport.mux import DEFAULT_PARTIAL_TIMEOUT, PLUGIN_CONN, RUNTIME_CONN, Mux
 from nri_plugin.transport.ttrpc import Channel, Handler, TTRPCError
 from proto.nri import api_pb2 as api
 
@@ -44,6 +49,10 @@ RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 DEFAULT_SOCKET = "/var/run/nri/nri.sock"
 _NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+")
 _INDEX_RE = re.compile(r"[0-9]{2}")
+# Failures meaning "a socket is there but nobody accepts on it yet": right after a new socket is noticed, a runtime
+# may still be between bind and listen, so these are retried at the poll interval instead of backing off.
+_NOT_LISTENING = frozenset({"socket_absent", "refused"})
+_FIRST_QUICK_RETRY = 0.01
 
 
 def event_mask(*events: int) -> int:
@@ -69,7 +78,9 @@ class PluginSettings:
     registration_timeout: float = 6.0      # a bit over the runtime's 5 s (nri PR #292)
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
-    socket_poll: float = 0.1               # while waiting to retry: how often to look for a new socket
+    socket_poll: float = 0.1               # while waiting to retry: how often to stat the socket (inotify fallback)
+    socket_settle: float = 1.0             # after a new socket is noticed: how long a refusal is retried at once
+    partial_frame_timeout: float = DEFAULT_PARTIAL_TIMEOUT   # a started frame must complete within this
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):
@@ -80,6 +91,8 @@ class PluginSettings:
             raise ValueError(f"nri hook budget {self.hook_budget}s: must be above 0 and below the runtime's 2 s")
         if not 0 < self.backoff_initial <= self.backoff_max:
             raise ValueError("nri back-off: need 0 < initial <= max")
+        if self.socket_poll <= 0 or self.socket_settle < 0 or self.partial_frame_timeout <= 0:
+            raise ValueError("nri socket poll and partial frame timeout must be above 0, settle not below 0")
 
 
 def resolve_socket(configured: str, var_run_root: str) -> str:
@@ -170,42 +183,73 @@ class NRIPlugin:
     async def serve(self, stop: asyncio.Event) -> None:
         """Connect, serve until the connection ends, back off, repeat, until ``stop`` is set."""
         s = self.settings
-        delay, quiet = s.backoff_initial, False
+        delay, quiet, settle_until, quick = s.backoff_initial, False, 0.0, 0.0
         log.info("nri plugin starting socket=%s name=%s-%s events=%#x budget_ms=%.0f", s.socket_path, s.index,
                  s.name, self.events, s.hook_budget * 1000)
-        while not stop.is_set():
-            seen = _socket_id(s.socket_path)
-            registered, reason, detail = await self._session_until(stop)
-            if stop.is_set():
-                break
-            if self._metrics is not None:
-                self._metrics.nri_reconnects.labels(self._metrics.node, reason).inc()
-            if registered:
-                delay, quiet = s.backoff_initial, False
-            if not quiet:
-                log.warning("nri runtime unavailable reason=%s detail=%s retry_in=%.1fs", reason, detail, delay)
-                if delay >= s.backoff_max:
-                    log.warning("nri plugin keeps retrying every %.0fs and when %s appears; no further logs until "
-                                "connected", s.backoff_max, s.socket_path)
-                    quiet = True
-            await self._wait_retry(delay * random.uniform(0.9, 1.1), seen, stop)
-            delay = min(delay * 2, s.backoff_max)
+        watch = SocketWatch(s.socket_path)
+        try:
+            while not stop.is_set():
+                watch.reset()                    # a socket made from here on is news to the wait below
+                seen = _socket_id(s.socket_path)
+                registered, reason, detail = await self._session_until(stop)
+                if stop.is_set():
+                    break
+                if self._metrics is not None:
+                    self._metrics.nri_reconnects.labels(self._metrics.node, reason).inc()
+                if registered:
+                    delay, quiet = s.backoff_initial, False
+                if not registered and reason in _NOT_LISTENING and time.monotonic() < settle_until:
+                    # the new socket is not listening yet: look again soon (10 ms, doubling up to the poll
+                    # interval), with no back-off step and no log line
+                    wait, quick = quick, min(quick * 2, s.socket_poll)
+                else:
+                    settle_until = 0.0
+                    if not quiet:
+                        log.warning("nri runtime unavailable reason=%s detail=%s retry_in=%.1fs", reason, detail,
+                                    delay)
+                        if delay >= s.backoff_max:
+                            log.warning("nri plugin keeps retrying every %.0fs and when %s appears; no further logs "
+                                        "until connected", s.backoff_max, s.socket_path)
+                            quiet = True
+                    wait = delay * random.uniform(0.9, 1.1)
+                    delay = min(delay * 2, s.backoff_max)
+                if await self._wait_retry(wait, seen, stop, watch) and not settle_until:
+                    settle_until, quick = time.monotonic() + s.socket_settle, min(_FIRST_QUICK_RETRY, s.socket_poll)
+        finally:
+            watch.close()
         log.info("nri plugin stopped")
 
-    async def _wait_retry(self, delay: float, seen: tuple[int, int] | None, stop: asyncio.Event) -> None:
-        """Sleep ``delay``, cut short by stop or by a socket that was not there before (a restarted runtime)."""
+    async def _wait_retry(self, delay: float, seen: tuple[int, int] | None, stop: asyncio.Event,
+                          watch: SocketWatch) -> bool:
+        """Sleep ``delay``, cut short by stop or by a new socket (a restarted runtime); True for the latter.
+
+        A new socket is one inotify saw created since the last dial, or one whose (st_dev, st_ino) differs from
+        ``seen`` — the stat poll, which alone covers a missing directory or no inotify, but cannot tell a socket
+        re-created with a reused inode number (ext4) from the old one.
+        """
         end = time.monotonic() + delay
-        while not stop.is_set():
-            left = end - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(stop.wait(), min(left, self.settings.socket_poll))
-            except asyncio.TimeoutError:
-                pass
-            now = _socket_id(self.settings.socket_path)
-            if now is not None and now != seen:
-                return
+        waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(watch.changed.wait())}
+        try:
+            while not stop.is_set():
+                if watch.changed.is_set():
+                    log.debug("nri socket re-created (inotify); retrying now socket=%s", self.settings.socket_path)
+                    return True
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                await asyncio.wait(waiters, timeout=min(left, self.settings.socket_poll),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if watch.changed.is_set() or stop.is_set():
+                    continue
+                watch.arm()                      # the directory may exist by now
+                now = _socket_id(self.settings.socket_path)
+                if now is not None and now != seen:
+                    log.debug("nri socket appeared (stat); retrying now socket=%s", self.settings.socket_path)
+                    return True
+            return False
+        finally:
+            for w in waiters:
+                w.cancel()
 
     async def _session_until(self, stop: asyncio.Event) -> tuple[bool, str, str]:
         session = asyncio.ensure_future(self._session())
@@ -224,7 +268,9 @@ class NRIPlugin:
         """One connection from dial to close: (registered, reason label, detail)."""
         loop = asyncio.get_running_loop()
         try:
-            _, mux = await loop.create_unix_connection(Mux, self.settings.socket_path)
+            _, mux = await loop.create_unix_connection(
+                functools.partial(Mux, self.settings.partial_frame_timeout, self.settings.socket_path),
+                self.settings.socket_path)
         except FileNotFoundError:
             return False, "socket_absent", self.settings.socket_path
         except ConnectionRefusedError:
@@ -233,8 +279,8 @@ class NRIPlugin:
             return False, "connect_error", str(e)
         runtime = Channel(functools.partial(mux.send, RUNTIME_CONN), name="runtime")
         plugin = Channel(functools.partial(mux.send, PLUGIN_CONN), self._services, name="plugin")
-        mux.open(PLUGIN_CONN, plugin.feed)
-        mux.open(RUNTIME_CONN, runtime.feed)
+        mux.open(PLUGIN_CONN, plugin.feed, plugin.partial)
+        mux.open(RUNTIME_CONN, runtime.feed, runtime.partial)
 
         def closed(fut: asyncio.Future[str]) -> None:
             runtime.close(fut.result())
@@ -259,6 +305,8 @@ class NRIPlugin:
             self._set_connected(False)
         if detail.startswith("protocol error"):
             return registered, "protocol_error", detail
+        if detail.startswith("stalled"):
+            return registered, "partial_timeout", detail
         return registered, "eof" if "EOF" in detail else "closed", detail
 
     def _set_connected(self, up: bool) -> None:

@@ -1,4 +1,5 @@
-"""inotify(7) through ctypes: the PLEG needs directory create/delete events on cgroupfs, nothing more."""
+"""inotify(7) through ctypes: directory events only — the PLEG's create/delete on cgroupfs, and the NRI plugin's
+watch for a re-created runtime socket."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import struct
 from dataclasses import dataclass
 
+IN_ATTRIB = 0x00000004
 IN_CREATE = 0x00000100
 IN_DELETE = 0x00000200
 IN_DELETE_SELF = 0x00000400

@@ -6,6 +6,11 @@ Runtime service (we call it). Frames for conn ids nobody opened are dropped, as 
 
 What we send is shaped for Go's reader: every message is cut into frames of at most 4096 bytes and no frame holds
 bytes of two messages (a larger frame makes Go's mux fail with ENOMEM, a mixed one loses bytes).
+
+What we receive must complete: a frame (or a conn's ttRPC message) whose first bytes arrived has ``partial_timeout``
+(5 s) to arrive whole. A Go peer writes each message at once, so a header announcing megabytes followed by silence
+is a wedged or broken peer; waiting for it would hold the trunk forever with no other timeout to end it (issue 18).
+The trunk is closed instead and the plugin reconnects with its usual back-off.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -24,8 +30,11 @@ MAX_SEND_FRAME = 4096
 # Go frames are at most one ttRPC message (4 MiB + 10-byte header). Anything larger is not a peer speaking NRI:
 # the trunk is closed rather than buffering an attacker-chosen length.
 MAX_RECV_FRAME = (4 << 20) + 10
+DEFAULT_PARTIAL_TIMEOUT = 5.0
 
 Sink = Callable[[bytes], None]
+Partial = Callable[[], "tuple[float, str] | None"]
+"""A conn's incomplete inbound message: (monotonic time its first byte came, what it is), or None."""
 
 
 class ProtocolError(Exception):
@@ -47,18 +56,30 @@ def frames(conn_id: int, message: bytes) -> bytes:
 
 class Mux(asyncio.Protocol):
     """One trunk. ``open(conn, sink)`` routes a conn's payloads to ``sink``; ``send(conn, message)`` writes one
-    whole message. ``closed`` resolves with the reason when the trunk goes away (EOF, error, protocol error)."""
+    whole message. ``closed`` resolves with the reason when the trunk goes away (EOF, error, protocol error, a
+    partial frame or message older than ``partial_timeout``). ``peer`` names the other end in logs."""
 
-    def __init__(self) -> None:
+    def __init__(self, partial_timeout: float = DEFAULT_PARTIAL_TIMEOUT, peer: str = "") -> None:
+        if partial_timeout <= 0:
+            raise ValueError(f"mux partial timeout {partial_timeout}s: must be above 0")
         self._sinks: dict[int, Sink] = {}
+        self._partials: dict[int, Partial] = {}
         self._buf = bytearray()
+        self._consumed = False              # the last chunk completed at least one frame
+        self._since: float | None = None    # monotonic time the first byte of our incomplete frame arrived
+        self._partial_timeout = partial_timeout
+        self._peer = peer
+        self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-    def open(self, conn_id: int, sink: Sink) -> None:
+    def open(self, conn_id: int, sink: Sink, partial: Partial | None = None) -> None:
+        """Route ``conn_id`` to ``sink``; ``partial`` reports the conn's incomplete message for the deadline."""
         if conn_id == 0:
             raise ValueError("mux conn id 0 is reserved")
         self._sinks[conn_id] = sink
+        if partial is not None:
+            self._partials[conn_id] = partial
 
     def send(self, conn_id: int, message: bytes) -> None:
         if self._transport is None or self._transport.is_closing():
@@ -76,6 +97,16 @@ class Mux(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        self._parse(data)
+        if self.closed.done():
+            return
+        if not self._buf:
+            self._since = None
+        elif self._since is None or self._consumed:    # what is left began in this chunk
+            self._since = time.monotonic()
+        self._watch_partial()
+
+    def _parse(self, data: bytes) -> None:
         buf = self._buf
         buf += data
         off, end = 0, len(buf)
@@ -100,10 +131,59 @@ class Mux(asyncio.Protocol):
             self.close(f"internal error: {e}")
         finally:
             del buf[:off]
+            self._consumed = off > 0
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._finish(f"connection lost: {exc}" if exc else "closed by runtime (EOF)")
 
     def _finish(self, reason: str) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self.closed.done():
             self.closed.set_result(reason)
+
+    # --- the partial-frame deadline ------------------------------------------------------------------------------
+
+    def _oldest_partial(self) -> tuple[float, str] | None:
+        """The incomplete frame or conn message that has waited longest, described for the log."""
+        found: list[tuple[float, str]] = []
+        if self._since is not None:
+            if len(self._buf) < HEADER.size:
+                found.append((self._since, f"{len(self._buf)} of {HEADER.size} mux frame header bytes"))
+            else:
+                conn_id, length = HEADER.unpack_from(self._buf)
+                have = len(self._buf) - HEADER.size
+                found.append((self._since, f"mux frame of {length} bytes on conn {conn_id}, {have} received"))
+        for conn_id, partial in self._partials.items():
+            got = partial()
+            if got is not None:
+                found.append((got[0], f"conn {conn_id}: {got[1]}"))
+        return min(found, default=None)
+
+    def _watch_partial(self) -> None:
+        """Keep one timer armed for the oldest incomplete frame or message; none while everything is whole."""
+        oldest = self._oldest_partial()
+        if oldest is None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        elif self._timer is None:
+            due = oldest[0] + self._partial_timeout - time.monotonic()
+            self._timer = asyncio.get_running_loop().call_later(max(due, 0.001), self._partial_due)
+
+    def _partial_due(self) -> None:
+        """The timer fired: close the trunk if the oldest partial is past its deadline, else wait for the next."""
+        self._timer = None
+        if self.closed.done():
+            return
+        oldest = self._oldest_partial()
+        if oldest is None:
+            return
+        waited = time.monotonic() - oldest[0]
+        if waited < self._partial_timeout:
+            self._watch_partial()             # what armed the timer completed; a younger one is still due
+            return
+        log.warning("nri trunk closed: partial frame never completed peer=%s partial=%s waited=%.1fs timeout=%.1fs",
+                    self._peer or "?", oldest[1], waited, self._partial_timeout)
+        self.close(f"stalled: {oldest[1]} incomplete after {waited:.1f}s")

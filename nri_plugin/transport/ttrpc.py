@@ -68,14 +68,40 @@ class Message:
 
 
 class Decoder:
-    """Byte stream -> messages. Oversized messages (≤ MAX_DISCARD) are skipped and surface with ``data=None``."""
+    """Byte stream -> messages. Oversized messages (≤ MAX_DISCARD) are skipped and surface with ``data=None``.
+
+    ``partial()`` tells how long an incomplete message has been waiting for its rest, so the trunk can give up on
+    a peer that announced a message and went silent (see :class:`nri_plugin.transport.mux.Mux`).
+    """
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self._skip = 0
         self._skipped: Message | None = None
+        self._since: float | None = None    # monotonic time the first byte of the incomplete message arrived
 
     def feed(self, chunk: bytes) -> list[Message]:
+        out = self._feed(chunk)
+        if not self._buf and not self._skip:
+            self._since = None
+        elif out or self._since is None:    # what is left began in this chunk
+            self._since = time.monotonic()
+        return out
+
+    def partial(self) -> tuple[float, str] | None:
+        """(monotonic time its first byte came, what it is) for the incomplete message, or None."""
+        if self._since is None:
+            return None
+        if self._skip:
+            sid = self._skipped.stream_id if self._skipped is not None else 0
+            return self._since, f"oversized ttrpc message (stream {sid}) being discarded, {self._skip} bytes due"
+        if len(self._buf) < HEADER.size:
+            return self._since, f"{len(self._buf)} of {HEADER.size} ttrpc header bytes"
+        length, stream_id, msg_type, _ = HEADER.unpack_from(self._buf)
+        return self._since, (f"ttrpc message of {length} bytes (stream {stream_id}, type {msg_type}), "
+                             f"{len(self._buf) - HEADER.size} received")
+
+    def _feed(self, chunk: bytes) -> list[Message]:
         out: list[Message] = []
         if self._skip:
             n = min(self._skip, len(chunk))
@@ -132,6 +158,10 @@ class Channel:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- inbound -----------------------------------------------------------------------------------------------
+
+    def partial(self) -> tuple[float, str] | None:
+        """The incomplete inbound message, for the trunk's partial-frame deadline (see :meth:`Decoder.partial`)."""
+        return self._decoder.partial()
 
     def feed(self, chunk: bytes) -> None:
         """The mux sink: parse and dispatch (requests become tasks; responses resolve their futures)."""
