@@ -12,8 +12,16 @@ executor decides whether a write is needed and in which order:
   v1 ``cpuset.cpus`` must stay a subset of the parent's, v1 ``cpu.cfs_quota_us`` at most the parent's. Top-down,
   a mergeable update first writes the union/larger of old and new (loosening never fails), then bottom-up the
   exact values (tightening a child before its parent never fails).
-- **Errors** never escape: a missing file or directory (vanished container, feature the kernel lacks) is counted
-  as ``missing``; EINVAL/EBUSY/EPERM... are counted per resource in Prometheus, logged once per file and error,
+- **Bounded cache.** An entry is useful only while its file is still asked for: once per cycle the reconciler
+  hands :meth:`Executor.prune` the live pod dirs, and entries of pod dirs that left that set and are gone from
+  the tree are dropped (a pod that left the view but whose dir the kubelet has not removed yet keeps them until
+  a later prune). Entries not verified for ``force_refresh`` seconds are dropped too, at most once per
+  ``force_refresh``: such an entry would only make the next update read the file anyway, so dropping it
+  changes no behaviour. Without this, pods that come and go without an NRI RemovePodSandbox (no NRI, a missed
+  event) left every entry behind: 6,005 entries after 2,000 pods, none alive.
+- **Errors** never escape: a missing file or directory, or a cgroup removed while we held its file open
+  (ENODEV; see ``koordlet.host.fs.vanished``), is counted as ``missing`` (vanished container, feature the
+  kernel lacks); EINVAL/EBUSY/EPERM... are counted per resource in Prometheus, logged once per file and error,
   and not cached, so the next cycle retries.
 - **Audit.** Every real write is one log line and one event in a ring buffer served at ``/events``.
 
@@ -34,7 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from koordlet.host.cgroup import Cgroups, CgroupVersion, parse_cpu_list
+from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS, Layout, parse_cpu_list
+from koordlet.host.fs import vanished
 from koordlet.logutil import LogOnce
 
 if TYPE_CHECKING:
@@ -242,10 +251,35 @@ class AuditEvent:
                 "old": self.old, "new": self.new}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Cached:
     value: str
     at: float
+    pod: tuple[str, str] | None = None     # (pod dir relative to the hierarchy, its absolute path), see _pod_of
+
+
+# most specific first: with cgroupfs the Guaranteed dir ("kubepods") is the parent of the other two
+_QOS_ORDER = (KubeQOS.BURSTABLE, KubeQOS.BESTEFFORT, KubeQOS.GUARANTEED)
+
+
+def _pod_of(layout: Layout, path: str) -> tuple[str, str] | None:
+    """(pod dir relative to its hierarchy, absolute pod dir) of a file at or below a pod dir; None for anything
+    else (QoS dirs, host applications, sysctls, resctrl). Found by the layout's own names, so a host root that
+    happens to contain "kubepods" elsewhere does not matter: the component after the QoS dir must be a pod dir."""
+    for qos in _QOS_ORDER:
+        qos_dir = layout.qos_dir(qos)
+        needle = f"/{qos_dir}/"
+        i = path.find(needle)
+        if i < 0:
+            continue
+        start = i + len(needle)
+        end = path.find("/", start)
+        if end < 0:
+            continue                     # a file of the QoS dir itself
+        name = path[start:end]
+        if layout.pod_uid_of(qos, name) is not None:
+            return f"{qos_dir}/{name}", path[:end]
+    return None
 
 
 @dataclass
@@ -263,6 +297,8 @@ class Executor:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.WARNING))
     total: Result = field(default_factory=Result)
+    _live_pods: frozenset[str] | None = field(default=None, init=False)   # the set the last prune saw
+    _swept: float | None = field(default=None, init=False)                # when prune last expired entries
 
     def __post_init__(self) -> None:
         self._events = deque(maxlen=self.audit_size)
@@ -350,11 +386,11 @@ class Executor:
         with self._lock:
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-            except (FileNotFoundError, NotADirectoryError):
-                result.missing += 1
-                return result
             except OSError as e:
-                self._failed(Update(path, ",".join(values), owner, reason), ",".join(values), e, result)
+                if vanished(e):
+                    result.missing += 1
+                else:
+                    self._failed(Update(path, ",".join(values), owner, reason), ",".join(values), e, result)
                 return result
             try:
                 for v in values:
@@ -406,6 +442,55 @@ class Executor:
             for path in [p for p in self._cache if needle in p]:
                 del self._cache[path]
 
+    def prune(self, live_pod_dirs: Iterable[str]) -> int:
+        """Drop cache entries nobody can use any more; returns how many. Called by the reconciler once per cycle
+        with the pod dirs of its view (``PodMeta.cgroup_dir``); cheap when nothing changed.
+
+        - Entries below a pod dir that is not in ``live_pod_dirs`` and no longer exists (checked once per dir and
+          hierarchy) go when the live set has changed since the last prune: the pods that left are the ones whose
+          entries may be dead. A dir still on disk (the kubelet removes it after the pod leaves the view; a pod the
+          NRI hooks saw before the view did) keeps its entries: a later prune or the expiry drops them.
+        - Every ``force_refresh`` seconds, entries older than ``force_refresh`` go (the next update of such a file
+          reads it again whatever the cache says, so this changes nothing but memory).
+
+        Dropping an entry can never make a write wrong, only cost one read of the file the next time it is asked
+        for."""
+        live = frozenset(live_pod_dirs)
+        dropped = 0
+        with self._lock:
+            now = self.clock()
+            if self._swept is None:
+                self._swept = now
+            elif now - self._swept >= self.force_refresh:
+                self._swept = now
+                old = [k for k, c in self._cache.items() if now - c.at >= self.force_refresh]
+                for k in old:
+                    del self._cache[k]
+                dropped += len(old)
+            if live != self._live_pods:
+                self._live_pods = live
+                gone: dict[str, bool] = {}            # absolute pod dir -> gone from the tree
+                dead: list[str] = []
+                for k, c in self._cache.items():
+                    pod = c.pod
+                    if pod is None or pod[0] in live:
+                        continue
+                    is_gone = gone.get(pod[1])
+                    if is_gone is None:
+                        is_gone = gone[pod[1]] = not os.path.isdir(pod[1])
+                    if is_gone:
+                        dead.append(k)
+                for k in dead:
+                    del self._cache[k]
+                dropped += len(dead)
+        if dropped:
+            log.debug("executor cache pruned entries=%d left=%d", dropped, len(self._cache))
+        return dropped
+
+    def cache_size(self) -> int:
+        """Entries in the write cache (one per file, or per device line of a keyed file)."""
+        return len(self._cache)
+
     def events(self, limit: int = AUDIT_EVENTS) -> list[dict[str, object]]:
         """The newest audit events, oldest first."""
         with self._lock:
@@ -437,15 +522,13 @@ class Executor:
         try:
             with open(u.path, "rb", buffering=0) as f:
                 return f.read().decode("utf-8", "replace").strip()
-        except (FileNotFoundError, NotADirectoryError) as e:
+        except OSError as e:
             if u.create and isinstance(e, FileNotFoundError):
                 return ""                            # a file of ours that does not exist yet
-            self._cache.pop(_cache_key(u), None)
-            result.missing += 1
-            self._count("missing", u)
-            return None
-        except OSError as e:
-            self._failed(u, u.value, e, result)
+            if vanished(e):
+                self._missing(u, result)
+            else:
+                self._failed(u, u.value, e, result)
             return None
 
     def _write(self, u: Update, value: str, old: str, result: Result, final: bool) -> None:
@@ -458,13 +541,11 @@ class Executor:
                     os.write(fd, value.encode())
                 finally:
                     os.close(fd)
-        except (FileNotFoundError, NotADirectoryError):
-            self._cache.pop(_cache_key(u), None)
-            result.missing += 1
-            self._count("missing", u)
-            return
         except OSError as e:
-            self._failed(u, value, e, result)
+            if vanished(e):                          # ENODEV: the cgroup was removed between our read and write
+                self._missing(u, result)
+            else:
+                self._failed(u, value, e, result)
             return
         result.written += 1
         self._count("written", u)
@@ -479,6 +560,12 @@ class Executor:
                  u.owner, u.reason,
                  "" if final else " step=loosen-parent")
 
+    def _missing(self, u: Update, result: Result) -> None:
+        """The file or its cgroup is gone (or never existed here): counted, not logged, not cached."""
+        self._cache.pop(_cache_key(u), None)
+        result.missing += 1
+        self._count("missing", u)
+
     def _failed(self, u: Update, value: str, e: OSError, result: Result) -> None:
         self._cache.pop(_cache_key(u), None)
         result.failed += 1
@@ -488,7 +575,12 @@ class Executor:
                   u.path, value, u.owner, u.reason, e.strerror or e)
 
     def _remember(self, u: Update, value: str) -> None:
-        self._cache[_cache_key(u)] = _Cached(value, self.clock())
+        key = _cache_key(u)
+        old = self._cache.get(key)
+        if old is not None:                  # the common case (a refresh): no path parsing
+            old.value, old.at = value, self.clock()
+        else:
+            self._cache[key] = _Cached(value, self.clock(), _pod_of(self.cgroups.layout, u.path))
 
     def _count(self, outcome: str, u: Update) -> None:
         if self.metrics is not None:

@@ -34,7 +34,7 @@ from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.executor import Executor, Update
 from koordlet.host import probes
 from koordlet.host.cgroup import CgroupVersion, Cgroups, MemoryUsage
-from koordlet.host.fs import read_text
+from koordlet.host.fs import read_text, vanished
 from koordlet.host.kidled import (COLD_BOUNDARY, IDLE_PAGE_STATS, SCAN_PERIOD_SECONDS, USE_HIERARCHY, cold_bytes,
                                   kidled_params, kidled_supported, parse_idle_page_stats, read_scan_period)
 from koordlet.host.paths import HostPaths
@@ -73,8 +73,9 @@ class _Reads:
         return key
 
     def failed(self, key: str, e: Exception, churn: bool = True) -> None:
-        """A vanished cgroup (``churn``: pods come and go) is counted only; anything else is also logged once."""
-        if churn and isinstance(e, FileNotFoundError):
+        """A vanished cgroup (``churn``: pods come and go; gone, or removed mid-read: ENODEV) is counted only;
+        anything else is also logged once."""
+        if churn and vanished(e):
             self.counts["vanished"] += 1
             return
         self.counts["error"] += 1

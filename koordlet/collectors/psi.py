@@ -36,6 +36,7 @@ from prometheus_client import Gauge
 from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, KubeQOS
+from koordlet.host.fs import vanished
 from koordlet.host.paths import HostPaths
 from koordlet.host.psi import PSI, cgroup_psi, cgroup_supported, node_psi, node_supported, unsupported_errno
 from koordlet.logutil import LogOnce
@@ -181,13 +182,14 @@ class PSICollector:
         return samples
 
     def _read(self, rel: str, counts: dict[str, int]) -> dict[str, PSI] | None:
-        """A vanished cgroup is normal churn (counted); anything else is counted and logged once per dir."""
+        """A vanished cgroup (gone, or removed mid-read: ENODEV) is normal churn (counted); anything else is
+        counted and logged once per dir."""
         try:
             psi = cgroup_psi(self._cgroups, rel)
-        except FileNotFoundError:
-            counts["vanished"] += 1
-            return None
         except (OSError, ValueError) as e:
+            if vanished(e):
+                counts["vanished"] += 1
+                return None
             counts["error"] += 1
             self._errors(rel, "cgroup PSI unreadable dir=%s error=%s", rel, e)
             return None

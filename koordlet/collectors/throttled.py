@@ -12,6 +12,7 @@ import logging
 
 from koordlet.component import Plugin, Tick, collecting
 from koordlet.host.cgroup import Cgroups
+from koordlet.host.fs import vanished
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
@@ -45,10 +46,10 @@ class ThrottledCollector:
             for scope, rel, label in targets:
                 try:
                     seen[rel] = reading = self._cgroups.read_throttling(rel)
-                except FileNotFoundError:
-                    self._metrics.skipped(self.name, "vanished")
-                    continue
                 except (OSError, ValueError) as e:
+                    if vanished(e):             # gone before the open, or removed mid-read (ENODEV)
+                        self._metrics.skipped(self.name, "vanished")
+                        continue
                     self._metrics.skipped(self.name, "error")
                     self._errors(rel, "cpu.stat unreadable cgroup=%s error=%s", rel, e)
                     continue

@@ -30,6 +30,7 @@ from typing import Iterable
 
 from koordlet.component import Context, Plugin, Tick, collecting
 from koordlet.host.cgroup import Cgroups, KubeQOS, MemoryUsage, UsageFiles, parse_cpu_list
+from koordlet.host.fs import vanished
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat, read_meminfo
 from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_meminfo, read_topology
@@ -228,12 +229,14 @@ class PodCollector(_CgroupCollector):
         return samples
 
     def _read(self, rel: str, mono: float, counts: dict[str, int]) -> tuple[float | None, MemoryUsage | None]:
-        """One cgroup reading; a vanished cgroup is normal churn (counted), anything else is logged once."""
+        """One cgroup reading; a vanished cgroup (gone before the open, or removed mid-read: ENODEV) is normal churn
+        (counted), anything else is logged once."""
         try:
             return self._usage.read(rel, mono)
-        except FileNotFoundError:
-            counts["vanished"] += 1
         except (OSError, ValueError) as e:
+            if vanished(e):
+                counts["vanished"] += 1
+                return None, None
             counts["error"] += 1
             self._errors(rel, "cgroup unreadable dir=%s error=%s", rel, e)
         return None, None
@@ -254,9 +257,9 @@ class BECollector:
         try:
             cpu, _ = self._usage.read(self._rel, mono)
             real_limit = self._real_limit_milli(pods)
-        except FileNotFoundError:
-            return []            # no BE tier on this node (yet)
         except (OSError, ValueError) as e:
+            if vanished(e):
+                return []        # no BE tier on this node (yet)
             self._metrics.skipped(self.name, "error")
             log.debug("be tier unreadable error=%s", e)
             return []

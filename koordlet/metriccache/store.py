@@ -28,11 +28,44 @@ Queries are transparent across the tiers.  The cache keeps a global
 So a query takes from disk only points with ``ts < floor`` and from memory the
 points with ``ts >= floor`` plus those not yet flushed; each point is returned
 exactly once even with out-of-order (late) samples.
+
+**Bounded memory under pod churn.** By the rules above a deleted pod's series
+stayed in memory for the whole window, and every series ever written kept a
+``(name, labels) -> id`` entry in memory for as long as sqlite held it (up to
+12 h); under steady churn (12,400 pods in 5 minutes) RSS went from 38 to
+118 MB and kept climbing.  Now:
+
+* memory holds at most ``max_series`` series (default 10,000: about 10 MB of
+  short dead series, or all the live series of a large node).  When a flush or
+  trim finds more, *idle* series (no sample for ``_IDLE`` seconds: a deleted
+  pod's) whose points are all on disk are evicted, oldest last sample first.
+  Chosen over "drop every dead pod's series as soon as it is on disk" because
+  it changes nothing while a node is under the cap (the usual case: reporters
+  and predictors keep reading from memory), and bounds memory by a number
+  rather than by the churn rate.  A series sampled in the last ``_IDLE``
+  seconds is never evicted: a node whose live series alone exceed the cap keeps
+  them all (logged once).
+* nothing is kept in memory for a series that is not in memory: its sqlite id
+  is looked up when a query needs its disk points (by ``(name, labels)``
+  through the UNIQUE index when the query names every label, else one scan of
+  that name's rows) and when it gets a sample again.
+* an evicted series stays queryable from sqlite.  A query that matches no
+  series in memory reads disk up to its end; one that does, only below the
+  floor (as before), so a label subset matching a live *and* an evicted series
+  returns the evicted one's points only below the floor (the agent's queries
+  name one series, or series sampled together: pods by ``pod_uid``,
+  containers by ``container_id``).
+  A series that gets a sample after eviction (a pod back, a late sample) starts
+  a new memory series with its own floor, one past its newest point on disk,
+  below which disk serves it: no point is lost or returned twice.
+* without a disk (no path, or the db unusable) eviction drops the oldest idle
+  series' data: the cap is worth more than a deleted pod's history.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import logging
 import math
@@ -83,6 +116,13 @@ _IN_BATCH = 500
 _MS_MIN = -(2**62)
 _MS_MAX = 2**62
 _BIG_ENDIAN = sys.byteorder == "big"
+#: Default cap on series held in memory (see "Bounded series count" in the module docstring).
+MAX_SERIES = 10_000
+#: A series with no sample for this long may be evicted when over the cap. Longer than every collector period
+#: that matters here (the usage, PSI and throttling collectors sample every 1-10 s), so only a deleted pod's,
+#: container's or host application's series qualify; a slower live series evicted anyway loses nothing (its next
+#: sample starts a new memory series, its past stays on disk).
+_IDLE = 30.0
 
 
 def make_labels(mapping: Mapping[str, str]) -> Labels:
@@ -198,11 +238,13 @@ class _Series:
     ``bisect`` instead of a Python-level scan (the overwhelmingly common case).
     """
 
-    __slots__ = ("name", "labels", "ts", "vals", "flushed", "max_ms", "in_order", "sid")
+    __slots__ = ("name", "labels", "ts", "vals", "flushed", "max_ms", "in_order", "sid", "disk_floor")
 
     def __init__(self, name: str, lb: Labels, sid: int | None) -> None:
         self.name = name
         self.labels = lb
+        # a series back in memory after eviction: disk serves its points below this (module docstring)
+        self.disk_floor = _MS_MIN
         self.ts: array[int] = array("q")
         self.vals: array[float] = array("d")
         self.flushed = 0
@@ -263,6 +305,7 @@ class MetricCache:
         retention: float = 12 * 3600,
         memory_window: float = 1800,
         max_bytes: int = 100 * 2**20,
+        max_series: int = MAX_SERIES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if retention <= 0 or memory_window <= 0:
@@ -270,6 +313,9 @@ class MetricCache:
                 f"retention and memory_window must be > 0: retention={retention} memory_window={memory_window}")
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be > 0: {max_bytes}")
+        if max_series <= 0:
+            raise ValueError(f"max_series must be > 0: {max_series}")
+        self._max_series = int(max_series)
         self._retention = float(retention)
         self._memory_window = float(memory_window)
         self._max_bytes = int(max_bytes)
@@ -280,9 +326,15 @@ class MetricCache:
         self._series: dict[tuple[str, Labels], _Series] = {}
         # name -> labels -> series: so query/series() only look at one metric's series.
         self._by_name: dict[str, dict[Labels, _Series]] = {}
-        # name -> labels -> sqlite series id, for every series row on disk
-        # (including series no longer in memory, which long windows still need).
-        self._db_series: dict[str, dict[Labels, int]] = {}
+        # name -> the label key sets its series have had (a handful): lets a query that names every label find a
+        # disk series through the UNIQUE (name, labels) index instead of a scan.
+        self._keysets: dict[str, set[frozenset[str]]] = {}
+        # name -> one past the newest point of any series of that name evicted so far: a query starting at or
+        # after it (and at or after the floor) cannot need the disk (one int per metric name)
+        self._evicted_until: dict[str, int] = {}
+        self._evicted = 0             # series evicted since start (evictions that lost data: _evicted_lost)
+        self._evicted_lost = 0
+        self._over_cap_logged = False
         self._floor_ms = _MS_MIN
         self._kv: dict[str, object] = {}
         self._conn: sqlite3.Connection | None = None
@@ -344,7 +396,8 @@ class MetricCache:
     def _reset_memory(self) -> None:
         self._series.clear()
         self._by_name.clear()
-        self._db_series.clear()
+        self._keysets.clear()
+        self._evicted_until.clear()
         self._floor_ms = _MS_MIN
 
     def _connect_and_load(self, db_path: str) -> sqlite3.Connection:
@@ -389,7 +442,7 @@ class MetricCache:
         for sid, name, lb_json in conn.execute("SELECT id, name, labels FROM series"):
             lb = make_labels(json.loads(lb_json))
             by_id[sid] = (name, lb)
-            self._db_series.setdefault(name, {})[lb] = sid
+            self._keysets.setdefault(name, set()).add(frozenset(k for k, _ in lb))
         cutoff = _to_ms(self._clock() - min(self._memory_window, self._retention))
         loaded: list[_Series] = []
         rows = conn.execute(
@@ -403,7 +456,7 @@ class MetricCache:
             ts, vals = _decode(ts_blob, vals_blob, n)
             ser = self._series.get(key)
             if ser is None:
-                ser = self._new_series(key[0], key[1])
+                ser = self._new_series(key[0], key[1], sid)
                 loaded.append(ser)
             for t, v in zip(ts, vals, strict=True):      # _decode checked both are n long
                 if t >= cutoff:
@@ -416,11 +469,62 @@ class MetricCache:
                 self._forget(ser)
         self._floor_ms = cutoff
 
-    def _new_series(self, name: str, lb: Labels) -> _Series:
-        ser = _Series(name, lb, self._db_series.get(name, {}).get(lb))
+    def _new_series(self, name: str, lb: Labels, sid: int | None = None) -> _Series:
+        ser = _Series(name, lb, sid)
+        if sid is None and self._conn is not None:
+            self._attach_disk(ser)
+        keys = self._keysets.setdefault(name, set())
+        if len(keys) < 8:                 # a metric's series share one key set; more is a caller's bug, not growth
+            keys.add(frozenset(k for k, _ in lb))
         self._series[(name, lb)] = ser
         self._by_name.setdefault(name, {})[lb] = ser
         return ser
+
+    def _attach_disk(self, ser: _Series) -> None:
+        """A new memory series that sqlite already has (a pod back after eviction, a late sample, a restart):
+        its id, and its own floor when disk has points at or above the global floor. Two indexed lookups, once per
+        new series."""
+        assert self._conn is not None
+        try:
+            row = self._conn.execute("SELECT id FROM series WHERE name = ? AND labels = ?",
+                                     (ser.name, _labels_json(ser.labels))).fetchone()
+            if row is None:
+                return
+            ser.sid = row[0]
+            end = self._conn.execute("SELECT max(end_ms) FROM chunks WHERE series_id = ?", (ser.sid,)).fetchone()[0]
+        except sqlite3.Error as e:
+            log.error("metric cache series lookup failed path=%s error=%s", self._db_path, e)
+            return
+        if end is not None and end >= self._floor_ms:
+            ser.disk_floor = end + 1
+
+    def _disk_series(self, name: str, want: dict[str, str] | None) -> dict[int, Labels]:
+        """{sqlite id: labels} of the series on disk named ``name`` whose labels include ``want``."""
+        assert self._conn is not None
+        keysets = self._keysets.get(name)
+        if not keysets:
+            return {}
+        try:
+            if want and keysets == {frozenset(want)}:         # every label named: one index lookup
+                lb = make_labels(want)
+                row = self._conn.execute("SELECT id FROM series WHERE name = ? AND labels = ?",
+                                         (name, _labels_json(lb))).fetchone()
+                return {row[0]: lb} if row is not None else {}
+            sql = "SELECT id, labels FROM series WHERE name = ?"
+            params: list[str] = [name]
+            for k, v in (want or {}).items():
+                if '"' not in k and "\\" not in k:            # else left to _matches below
+                    sql += " AND json_extract(labels, ?) = ?"
+                    params += [f'$."{k}"', v]
+            out: dict[int, Labels] = {}
+            for sid, lb_json in self._conn.execute(sql, params):
+                lb = make_labels(json.loads(lb_json))
+                if _matches(lb, want):
+                    out[sid] = lb
+            return out
+        except sqlite3.Error as e:
+            log.error("metric cache disk lookup failed path=%s error=%s; answering from memory", self._db_path, e)
+            return {}
 
     def _forget(self, ser: _Series) -> None:
         del self._series[(ser.name, ser.labels)]
@@ -474,10 +578,21 @@ class MetricCache:
             mem = {lb: ser for lb, ser in self._by_name.get(name, {}).items() if _matches(lb, want)}
             disk: dict[Labels, tuple[array[int], array[float]]] = {}
             floor = self._floor_ms
-            if self._conn is not None and s_ms < floor:
-                ids = {sid: lb for lb, sid in self._db_series.get(name, {}).items() if _matches(lb, want)}
+            # disk: below the floor as always; above it only for evicted series: when no memory series matches and
+            # one of this name was evicted with points in the window, or a matching one is back after eviction
+            if self._conn is not None and (
+                    s_ms < floor
+                    or (not mem and s_ms < self._evicted_until.get(name, _MS_MIN))
+                    or any(ser.disk_floor > s_ms for ser in mem.values())):
+                ids: dict[int, Labels] = {}
+                upper: dict[int, int] = {}
+                for sid, lb in self._disk_series(name, want).items():
+                    ser = mem.get(lb)
+                    top = e_ms if ser is None else min(e_ms, max(floor, ser.disk_floor) - 1)
+                    if top >= s_ms:
+                        ids[sid], upper[sid] = lb, top
                 if ids:
-                    disk = self._query_disk(ids, s_ms, min(e_ms, floor - 1))
+                    disk = self._query_disk(ids, s_ms, upper)
             for lb in sorted(mem.keys() | disk.keys()):
                 part = disk.get(lb)
                 if part is not None:
@@ -485,7 +600,7 @@ class MetricCache:
                     out_vals.extend(part[1])
                 ser = mem.get(lb)
                 if ser is not None:
-                    self._query_memory(ser, s_ms, e_ms, floor, out_ts, out_vals)
+                    self._query_memory(ser, s_ms, e_ms, max(floor, ser.disk_floor), out_ts, out_vals)
         return AggregateResult(out_ts, out_vals)
 
     def _query_memory(self, ser: _Series, s_ms: int, e_ms: int, floor: int, out_ts: array[int],
@@ -511,9 +626,10 @@ class MetricCache:
                 out_ts.append(t)
                 out_vals.append(vals[i])
 
-    def _query_disk(self, ids: dict[int, Labels], s_ms: int, e_ms: int
+    def _query_disk(self, ids: dict[int, Labels], s_ms: int, upper: dict[int, int]
                     ) -> dict[Labels, tuple[array[int], array[float]]]:
-        """Points in ``[s_ms, e_ms]`` from the chunks of the given series ids.
+        """Points in ``[s_ms, upper[sid]]`` from the chunks of the given series ids (each series' own upper bound:
+        below the floor for a series in memory, the query's end for one that is not).
 
         A sqlite or decode failure is logged and yields fewer points rather
         than an exception: an answer from memory beats no answer.
@@ -521,6 +637,7 @@ class MetricCache:
         assert self._conn is not None
         out: dict[Labels, tuple[array[int], array[float]]] = {}
         id_list = list(ids)
+        e_max = max(upper.values())
         try:
             for i in range(0, len(id_list), _IN_BATCH):
                 batch = id_list[i : i + _IN_BATCH]
@@ -528,7 +645,7 @@ class MetricCache:
                     "SELECT series_id, n, ts, vals FROM chunks WHERE series_id IN "
                     f"({','.join('?' * len(batch))}) AND end_ms >= ? AND start_ms <= ? ORDER BY rowid"
                 )
-                for sid, n, ts_blob, vals_blob in self._conn.execute(sql, (*batch, s_ms, e_ms)):
+                for sid, n, ts_blob, vals_blob in self._conn.execute(sql, (*batch, s_ms, e_max)):
                     try:
                         ts, vals = _decode(ts_blob, vals_blob, n)
                     except (zlib.error, ValueError) as e:
@@ -536,6 +653,7 @@ class MetricCache:
                                   self._db_path, sid, e)
                         continue
                     lb = ids[sid]
+                    e_ms = upper[sid]
                     part = out.get(lb)
                     if part is None:
                         part = out[lb] = (array("q"), array("d"))
@@ -549,11 +667,17 @@ class MetricCache:
         return out
 
     def series_count(self) -> int:
-        """Series held in memory (a gauge for operators: it grows with pods × metric kinds)."""
+        """Series held in memory (the ``koordlet_metric_cache_series`` gauge): live pods × metric kinds, plus
+        deleted pods' series while under ``max_series``."""
         return len(self._series)
 
+    def evicted_count(self) -> tuple[int, int]:
+        """(series evicted from memory over the cap since start, of which dropped without a copy on disk)."""
+        with self._lock:
+            return self._evicted, self._evicted_lost
+
     def series(self, name: str) -> list[dict[str, str]]:
-        """Label sets currently in memory for ``name`` (copies, sorted)."""
+        """Label sets currently in memory for ``name`` (copies, sorted); evicted (idle) series are not listed."""
         with self._lock:
             return [dict(lb) for lb in sorted(self._by_name.get(name, {}))]
 
@@ -563,9 +687,13 @@ class MetricCache:
         """Write every not-yet-persisted point to sqlite in one transaction.
 
         On failure the points stay unflushed and the next flush retries them.
+        Then, if memory holds more than ``max_series`` series, idle ones are
+        evicted (module docstring).
         """
         with self._lock:
-            self._flush_locked()
+            persisted = self._flush_locked()
+            if persisted:
+                self._evict_locked()
 
     def _flush_locked(self) -> bool:
         conn = self._conn
@@ -601,7 +729,6 @@ class MetricCache:
             return False
         for ser, sid in new_ids:
             ser.sid = sid
-            self._db_series.setdefault(ser.name, {})[ser.labels] = sid
         for ser in pending:
             ser.flushed = len(ser.ts)
         return True
@@ -638,10 +765,39 @@ class MetricCache:
                     self._forget(ser)
             if cutoff > self._floor_ms:
                 self._floor_ms = cutoff
+            if persisted or self._conn is None:
+                self._evict_locked()
             if lost:
                 log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
             if self._conn is not None:
                 self._trim_disk(now)
+
+    def _evict_locked(self) -> None:
+        """Evict idle series, oldest last sample first, until memory holds at most ``max_series`` (see the module
+        docstring). Called after a successful flush, so with a disk every candidate's points are all in sqlite."""
+        excess = len(self._series) - self._max_series
+        if excess <= 0:
+            return
+        idle_before = _to_ms(self._clock() - _IDLE)
+        on_disk = self._conn is not None
+        candidates = [ser for ser in self._series.values() if ser.max_ms < idle_before
+                      and (not on_disk or (ser.sid is not None and ser.flushed == len(ser.ts)))]
+        victims = heapq.nsmallest(excess, candidates, key=operator.attrgetter("max_ms"))
+        until = self._evicted_until
+        for ser in victims:
+            self._forget(ser)
+            if ser.max_ms >= until.get(ser.name, _MS_MIN):
+                until[ser.name] = ser.max_ms + 1
+        if not on_disk:
+            self._evicted_lost += len(victims)
+        self._evicted += len(victims)
+        if len(victims) < excess and not self._over_cap_logged:
+            self._over_cap_logged = True       # once: with this many live series it stays so every flush
+            log.warning("metric cache over max_series with series sampled in the last %.0fs series=%d "
+                        "max_series=%d; those are kept", _IDLE, len(self._series), self._max_series)
+        if victims:
+            log.debug("metric cache evicted idle series=%d left=%d on_disk=%s", len(victims), len(self._series),
+                      on_disk)
 
     def _trim_disk(self, now: float) -> None:
         conn = self._conn
@@ -708,8 +864,7 @@ class MetricCache:
     def _drop_orphan_series(self) -> None:
         """Delete series rows with no chunks left and no presence in memory.
 
-        Without this, every pod that ever ran would keep a row (and an entry
-        in ``_db_series``) forever.  Series still in memory keep their id
+        Without this, every pod that ever ran would keep a row forever.  Series still in memory keep their id
         because their next flush writes chunks under it.
         """
         conn = self._conn
@@ -729,12 +884,6 @@ class MetricCache:
         conn.execute("BEGIN")
         conn.executemany("DELETE FROM series WHERE id = ?", [(sid,) for sid in dead])
         conn.execute("COMMIT")
-        for name in list(self._db_series):
-            per_name = self._db_series[name]
-            for lb in [lb for lb, sid in per_name.items() if sid in dead]:
-                del per_name[lb]
-            if not per_name:
-                del self._db_series[name]
 
     def close(self) -> None:
         """Flush and close the db; idempotent (called from SIGTERM and from finally blocks)."""

@@ -49,6 +49,9 @@ class Reconciler:
                     log.debug("qos strategy failure detail name=%s", strategy.name, exc_info=True)
                 if self._metrics is not None:
                     self._metrics.qos_strategy_errors.labels(self._metrics.node, strategy.name).inc()
+        # the executor's write cache forgets pods that left and whose cgroups are gone (no NRI RemovePodSandbox
+        # needed); cheap when the pod set is unchanged
+        self.executor.prune(meta.cgroup_dir for meta in view.pods)
         self.cycles += 1
 
     def run(self, stop: threading.Event, view: Callable[[], NodeView | None]) -> None:
