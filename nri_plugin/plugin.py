@@ -28,8 +28,9 @@ import re
 import stat
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError, Message
 
@@ -125,7 +126,7 @@ def _socket_id(path: str) -> tuple[int, int] | None:
 class NRIPlugin:
     """Connects, serves and reconnects. ``start()``/``stop()`` run it on its own thread and event loop."""
 
-    def __init__(self, settings: PluginSettings, hooks: Hooks, metrics: "AgentMetrics | None" = None,
+    def __init__(self, settings: PluginSettings, hooks: Hooks, metrics: AgentMetrics | None = None,
                  events: int = EVENTS, workers: int = 4) -> None:
         self.settings = settings
         self.hooks = hooks
@@ -323,7 +324,7 @@ class NRIPlugin:
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(self._pool, fn, *args), budget), True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._failed(hook, "timeout", f"no answer within {budget * 1000:.0f} ms")
         except Exception as e:            # a hook bug must not fail the container: fail open, say so
             log.debug("nri hook failure detail hook=%s", hook, exc_info=True)

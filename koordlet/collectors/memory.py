@@ -33,10 +33,19 @@ import os
 from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.executor import Executor, Update
 from koordlet.host import probes
-from koordlet.host.cgroup import CgroupVersion, Cgroups, MemoryUsage
+from koordlet.host.cgroup import Cgroups, CgroupVersion, MemoryUsage
 from koordlet.host.fs import read_text, vanished
-from koordlet.host.kidled import (COLD_BOUNDARY, IDLE_PAGE_STATS, SCAN_PERIOD_SECONDS, USE_HIERARCHY, cold_bytes,
-                                  kidled_params, kidled_supported, parse_idle_page_stats, read_scan_period)
+from koordlet.host.kidled import (
+    COLD_BOUNDARY,
+    IDLE_PAGE_STATS,
+    SCAN_PERIOD_SECONDS,
+    USE_HIERARCHY,
+    cold_bytes,
+    kidled_params,
+    kidled_supported,
+    parse_idle_page_stats,
+    read_scan_period,
+)
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import read_meminfo
 from koordlet.logutil import LogOnce

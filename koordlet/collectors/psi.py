@@ -88,7 +88,7 @@ class PSICollector:
         try:
             samples = self._node(now, current[self._metrics.node_psi])
             samples += self._pods(now, pods, current)
-        except Exception as e:       # noqa: BLE001 — last resort, logged once
+        except Exception as e:
             self._metrics.skipped(self.name, "error")
             self._errors("collect", "psi collection failed error=%r", e)
             return []
@@ -207,7 +207,7 @@ class PSICollector:
                 suffix = ("true" if p.full_supported else "false",)
             lines = (("some", p.some), ("full", p.full)) if p.full_supported else (("some", p.some),)
             for degree, line in lines:
-                for precision, value in zip(_GAUGE_PRECISIONS, (line.avg10, line.avg60, line.avg300)):
+                for precision, value in zip(_GAUGE_PRECISIONS, (line.avg10, line.avg60, line.avg300), strict=True):
                     key = (*prefix, res, precision, degree, *suffix)
                     child = known.get(key)
                     if child is None:

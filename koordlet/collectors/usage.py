@@ -25,21 +25,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
+from koordlet import wire
 from koordlet.component import Context, Plugin, Tick, collecting
 from koordlet.host.cgroup import Cgroups, KubeQOS, MemoryUsage, UsageFiles, parse_cpu_list
 from koordlet.host.fs import vanished
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat, read_meminfo
 from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_meminfo, read_topology
-from koordlet.metriccache import Sample
 from koordlet.logutil import LogOnce
+from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
-from koordlet import wire
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +134,10 @@ class NUMACollector:
         last, node_of = prev[0], self._node_of
         delta: dict[int, int] = {}
         for cpu, ticks in per_cpu.items():
-            node, before = node_of.get(cpu), last.get(cpu)
-            if node is None or before is None or ticks < before:
+            numa, before = node_of.get(cpu), last.get(cpu)
+            if numa is None or before is None or ticks < before:
                 continue
-            delta[node] = delta.get(node, 0) + ticks - before
+            delta[numa] = delta.get(numa, 0) + ticks - before
         period_ticks = (mono - prev[1]) * CLK_TCK
         samples += [Sample("node_numa_cpu_usage", self._labels[node], now, ticks / period_ticks)
                     for node, ticks in sorted(delta.items())]
@@ -341,8 +341,9 @@ class SystemCollector:
 
 
 class UsageCollection:
-    """The main collection cycle (upstream's node, pod, BE and system resource collectors). One cycle runs node (and NUMA) → pods → BE → system in order, so the system remainder uses same-cycle
-    inputs. ``topology`` (read here when not given) gives the NUMA collector its CPU → node map."""
+    """The main collection cycle (upstream's node, pod, BE and system resource collectors). One cycle runs node (and
+    NUMA) → pods → BE → system in order, so the system remainder uses same-cycle inputs. ``topology`` (read here
+    when not given) gives the NUMA collector its CPU → node map."""
 
     def __init__(self, paths: HostPaths, cgroups: Cgroups, metrics: AgentMetrics, *, interval: float,
                  outdated: float, topology: Topology | None = None) -> None:

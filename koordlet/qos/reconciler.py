@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from koordlet.logutil import LogOnce
 from koordlet.component import Strategy
+from koordlet.logutil import LogOnce
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class Reconciler:
-    def __init__(self, executor: "Executor", strategies: Sequence[Strategy], metrics: "AgentMetrics | None" = None,
+    def __init__(self, executor: Executor, strategies: Sequence[Strategy], metrics: AgentMetrics | None = None,
                  interval: float = 1.0) -> None:
         self.executor = executor
         self.strategies = list(strategies)
