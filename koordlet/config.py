@@ -300,7 +300,8 @@ OPTIONS: tuple[Option, ...] = (
            "/var/lib/kubelet/pod-resources); the kubelet's own socket is read under var-lib-kubelet-dir"),
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
-    Option("addr", parse_addr, ("", 9316), "metrics/health HTTP listen address, host:port or :port"),
+    Option("addr", parse_addr, ("", 9316), "HTTP listen address of /metrics, /healthz, /readyz and /events (that one "
+           "for loopback clients only, unless gate AuditEventsHTTPHandler), host:port or :port"),
     Option("feature-gates", parse_gates, {}, "A=true,B=false (AllAlpha / AllBeta accepted)"),
     Option("log-level", choice("debug", "info", "warning", "error"), "info", "log verbosity"),
 )

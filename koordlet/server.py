@@ -1,78 +1,448 @@
 """HTTP endpoints: /metrics (Prometheus text), /healthz (every agent loop working), /readyz (serving real data),
-/events (the executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement is on)."""
+/events (the executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement is on).
+
+Anyone who can reach ``addr`` can talk to this server (in a DaemonSet with hostNetwork, upstream's ``:9316`` is
+every interface of the node), so it is built to stay up for Prometheus and the kubelet's probes whatever other
+clients do:
+
+- **No thread per connection.** One asyncio loop (in the ``http`` thread) accepts connections and reads request
+  heads; a client that dribbles a partial request costs a socket and a small buffer, not a thread. The handlers
+  (``generate_latest`` and the agent's callables) run on a small fixed pool of worker threads.
+- **Scrapes share work.** Concurrent /metrics requests share one ``generate_latest``: a request joins the next
+  generation that starts after it arrived (never an older one), so a burst of N scrapes costs about two
+  generations of CPU instead of N (the agent's CPU limit is half a core).
+- **Deadlines.** A request line and its headers must arrive within ``idle_timeout`` (10 s) of the connection
+  opening or of the previous response (keep-alive); a response must be taken by the client within
+  ``write_timeout`` (handed over in chunks, so a slow reader holds one chunk of our memory, not a copy of the
+  body). Past either deadline the connection is closed, with one debug line.
+- **Bounded connections.** At most ``max_connections`` are open; at the cap the one that has waited longest for a
+  request head (more than ``EVICT_GRACE``) is closed to make room, otherwise new connections wait in the kernel's
+  listen backlog (``socket.SOMAXCONN``, not http.server's 5: 500 concurrent scrapes then see no refused or
+  retransmitted connects).
+- **Quiet failures.** A client that goes away early (reset, broken pipe, half a request) is a debug line, never a
+  traceback.
+- **/events is private by default.** The audit trail names pods, UIDs, container ids and cgroup paths, so it is
+  answered only to loopback peers (``curl 127.0.0.1:9316/events`` on the node, or ``kubectl port-forward``);
+  others get 403 unless ``events_remote`` (the agent sets it from upstream's ``AuditEventsHTTPHandler`` gate, the
+  opt-in for serving audit events over HTTP). /metrics, /healthz and /readyz are served to everyone, as upstream.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import email.utils
+import ipaddress
 import json
 import logging
+import re
+import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from koordlet.logutil import LogOnce
+
 log = logging.getLogger(__name__)
+
+IDLE_TIMEOUT = 10.0       # s for a request line + headers to arrive (and the longest idle keep-alive)
+WRITE_TIMEOUT = 10.0      # s for a client to take a response
+MAX_CONNECTIONS = 256     # open connections; each costs an fd and at most one unsent response in memory
+WORKERS = 4               # handler threads: generate_latest holds the GIL anyway, more would not scrape faster
+EVICT_GRACE = 1.0         # s a connection must have waited for its request before the cap may close it
+MAX_HEAD = 16 * 1024      # bytes of request line + headers (a scrape or probe sends < 1 KiB)
+CHUNK = 64 * 1024         # a response is handed to the transport this much at a time (bounds its buffer)
+MAX_HEADERS = 100         # header lines (http.server's limit)
+EVENTS_DEFAULT = 100      # /events without ?limit
+EVENTS_MAX = 1024         # the executor's audit ring (executor.AUDIT_EVENTS; server may not import executor)
+TEXT = "text/plain; charset=utf-8"
+_DIGITS = re.compile(r"[0-9]{1,9}")   # ASCII only: str.isdigit() also takes '²' and other digits int() refuses
+
+
+class _BadRequest(Exception):
+    """A request this server answers with ``status`` and closes: the rest of the stream cannot be trusted."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    target: str
+    version: str
+    headers: dict[str, str]   # lower-case names; a repeated header's values joined with ", "
+
+    def keep_alive(self) -> bool:
+        """HTTP/1.1 keeps the connection unless asked not to; 1.0 closes (no client we serve needs 1.0 keep-alive).
+        A request with a body closes too: it is not read, so the stream after it is not a request."""
+        tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
+        has_body = "transfer-encoding" in self.headers or self.headers.get("content-length", "0").strip() != "0"
+        return self.version == "HTTP/1.1" and "close" not in tokens and not has_body
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: HTTPStatus
+    body: bytes
+    ctype: str = TEXT
+    close: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(eq=False)
+class _Conn:
+    """An open connection as the accept loop sees it: whom it is from and whether it is waiting for a request."""
+
+    peer: str
+    loopback: bool
+    writer: asyncio.StreamWriter | None = None
+    waiting_since: float | None = None   # loop time it started waiting for a request head; None while served
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def parse_limit(query: str, default: int = EVENTS_DEFAULT, most: int = EVENTS_MAX) -> int:
+    """``limit`` of an /events query: absent → ``default``; else exactly one value of ASCII digits in 1..most.
+    Raises ValueError with a message for the client."""
+    values = parse_qs(query, keep_blank_values=True).get("limit")
+    if values is None:
+        return default
+    if len(values) != 1:
+        raise ValueError("limit given more than once")
+    text = values[0]
+    if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= most:
+        raise ValueError(f"limit must be an integer from 1 to {most}, got {text[:32]!r}")
+    return int(text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a peer address is this host's loopback (127/8, ::1, or 127/8 mapped into IPv6)."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def _listen(addr: tuple[str, int]) -> socket.socket:
+    """Bind now, so a taken port fails at start-up in the caller rather than later in a thread. An empty host is
+    every IPv4 interface (as before); an IPv6 literal gets an IPv6 socket."""
+    host = addr[0] or "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, addr[1]), family=family, backlog=socket.SOMAXCONN)
+    sock.setblocking(False)
+    return sock
 
 
 class HttpServer:
     """Serves in a background thread; ``ready()`` returns (ok, reason) for /readyz, ``health()`` for /healthz
-    (the agent's loops: one that keeps failing turns it red)."""
+    (the agent's loops: one that keeps failing turns it red), ``events(limit)`` the audit trail for /events."""
 
     def __init__(self, addr: tuple[str, int], registry: CollectorRegistry,
                  ready: Callable[[], tuple[bool, str]],
                  events: Callable[[int], list[dict[str, object]]] | None = None,
-                 health: Callable[[], tuple[bool, str]] | None = None) -> None:
-        registry_, ready_, events_ = registry, ready, events
-        health_ = health or (lambda: (True, "ok"))
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "koordlet-py"
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, generate_latest(registry_), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    ok, reason = health_()
-                    self._send(200 if ok else 503, (reason + "\n").encode())
-                elif path == "/readyz":
-                    ok, reason = ready_()
-                    self._send(200 if ok else 503, (reason + "\n").encode())
-                elif path == "/events" and events_ is not None:
-                    limit = parse_qs(urlsplit(self.path).query).get("limit", ["100"])[0]
-                    body = json.dumps(events_(int(limit) if limit.isdigit() else 100), indent=1)
-                    self._send(200, (body + "\n").encode(), "application/json")
-                else:
-                    self._send(404, b"not found\n")
-
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # scrapes are not events
-                return
-
-        self._events = events is not None
-        host = addr[0] or "0.0.0.0"
-        self._httpd = ThreadingHTTPServer((host, addr[1]), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="http", daemon=True)
+                 health: Callable[[], tuple[bool, str]] | None = None, *,
+                 events_remote: bool = False, events_max: int = EVENTS_MAX,
+                 idle_timeout: float = IDLE_TIMEOUT, write_timeout: float = WRITE_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS, workers: int = WORKERS) -> None:
+        self._registry, self._ready, self._events = registry, ready, events
+        self._health = health or (lambda: (True, "ok"))
+        self._events_remote, self._events_max = events_remote, events_max
+        self._idle_timeout, self._write_timeout = idle_timeout, write_timeout
+        self._max_connections = max(1, max_connections)
+        self._sock = _listen(addr)
+        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="http-worker")
+        self._thread = threading.Thread(target=self._run, name="http", daemon=True)
+        self._conns: dict[_Conn, None] = {}     # open connections (a dict: ordered, O(1) removal)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._slot_freed: asyncio.Event | None = None
+        self._loop_started = threading.Event()
+        self._errors = LogOnce(log)
+        self._scrape_running = False
+        self._scrape_next: asyncio.Future[bytes] | None = None   # the generation new /metrics requests wait for
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._httpd.server_address[:2]
+        host, port = self._sock.getsockname()[:2]
         return str(host), int(port)
+
+    @property
+    def connections(self) -> int:
+        """Open connections (for tests and the benchmark)."""
+        return len(self._conns)
 
     def start(self) -> None:
         self._thread.start()
+        self._loop_started.wait(10)
         log.info("http serving addr=%s:%d endpoints=/metrics,/healthz,/readyz%s", *self.address,
-                 ",/events" if self._events else "")
+                 ("" if self._events is None else ",/events" if self._events_remote else ",/events(loopback)"))
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        """Close the listener and every connection, wait for the loop thread; idempotent."""
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None and self._thread.is_alive():
+            with contextlib.suppress(RuntimeError):   # the loop already ended
+                loop.call_soon_threadsafe(stopping.set)
+            self._thread.join(10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._sock.close()
+
+    # --- the loop thread ----------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except Exception as e:   # the agent goes on without HTTP; /healthz probes will say so
+            log.error("http server stopped error=%r", e)
+        finally:
+            self._loop_started.set()
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_quiet_exception_handler)
+        self._loop, self._stopping, self._slot_freed = loop, asyncio.Event(), asyncio.Event()
+        self._loop_started.set()
+        accept = asyncio.create_task(self._accept_loop())
+        await self._stopping.wait()
+        accept.cancel()
+        conns = list(self._conns)
+        for conn in conns:   # a connection accepted a moment ago may not have its writer yet: cancel it too
+            if conn.writer is not None:
+                conn.writer.transport.abort()
+            if conn.task is not None:
+                conn.task.cancel()
+        tasks = [c.task for c in conns if c.task is not None]
+        await asyncio.gather(accept, *tasks, return_exceptions=True)
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._slot_freed is not None
+        while True:
+            while len(self._conns) >= self._max_connections and not self._evict_one(loop.time()):
+                # every slot is being served, or was opened just now: let the kernel's backlog hold the rest
+                self._slot_freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._slot_freed.wait(), EVICT_GRACE / 4)
+            try:
+                sock, peer = await loop.sock_accept(self._sock)
+            except OSError as e:   # EMFILE and the like: the agent needs its fds more than a scraper does
+                self._errors("accept", "http accept failed error=%s; retrying", e)
+                await asyncio.sleep(0.1)
+                continue
+            self._errors.forget("accept")
+            host = str(peer[0])
+            conn = _Conn(peer=f"{host}:{peer[1]}", loopback=is_loopback(host), waiting_since=loop.time())
+            self._conns[conn] = None
+            conn.task = asyncio.create_task(self._serve(conn, sock))
+
+    def _evict_one(self, now: float) -> bool:
+        """Close the connection that has waited longest for a request head, if it has waited at least
+        ``EVICT_GRACE`` (a connection accepted a moment ago has not had the chance to send yet)."""
+        waiting = [c for c in self._conns if c.waiting_since is not None and now - c.waiting_since >= EVICT_GRACE]
+        if not waiting:
+            return False
+        conn = min(waiting, key=lambda c: c.waiting_since or 0.0)
+        log.debug("http connection cap reached: closing idle peer=%s", conn.peer)
+        del self._conns[conn]
+        if conn.writer is not None:
+            conn.writer.transport.abort()
+        elif conn.task is not None:
+            conn.task.cancel()
+        return True
+
+    async def _serve(self, conn: _Conn, sock: socket.socket) -> None:
+        """One connection: requests one after another (keep-alive) until the client closes, a deadline passes
+        or a request cannot be trusted."""
+        loop = asyncio.get_running_loop()
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader, writer = await asyncio.open_connection(sock=sock, limit=MAX_HEAD)
+            conn.writer = writer
+            while True:
+                conn.waiting_since = loop.time()
+                try:
+                    async with asyncio.timeout(self._idle_timeout):
+                        request = await _read_request(reader)
+                except TimeoutError:
+                    log.debug("http request head not received within %.1fs peer=%s", self._idle_timeout, conn.peer)
+                    return
+                except _BadRequest as e:
+                    response = _Response(e.status, f"{e}\n".encode(), close=True)
+                    await self._write(writer, response, head_only=False)
+                    return
+                if request is None:   # closed between requests
+                    return
+                conn.waiting_since = None
+                if urlsplit(request.target).path == "/metrics" and request.method in ("GET", "HEAD"):
+                    response = await self._metrics()
+                else:
+                    response = await loop.run_in_executor(self._pool, self._respond, request, conn.loopback)
+                keep = request.keep_alive() and not response.close
+                if not keep:
+                    response = _Response(response.status, response.body, response.ctype, True, response.headers)
+                await self._write(writer, response, head_only=request.method == "HEAD")
+                if not keep:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, OSError) as e:
+            log.debug("http client gone peer=%s error=%s", conn.peer, type(e).__name__)
+        except asyncio.CancelledError:
+            pass
+        except Exception as e:   # a bug here must not take the accept loop or the agent down
+            log.warning("http connection failed peer=%s error=%r", conn.peer, e)
+        finally:
+            if writer is not None:
+                writer.transport.abort()
+            else:
+                sock.close()
+            self._conns.pop(conn, None)
+            if self._slot_freed is not None:
+                self._slot_freed.set()
+
+    async def _write(self, writer: asyncio.StreamWriter, response: _Response, head_only: bool) -> None:
+        status = response.status
+        lines = [f"HTTP/1.1 {status.value} {status.phrase}", "Server: koordlet-py",
+                 f"Date: {email.utils.formatdate(usegmt=True)}", f"Content-Type: {response.ctype}",
+                 f"Content-Length: {len(response.body)}"]
+        lines += [f"{k}: {v}" for k, v in response.headers]
+        if response.close:
+            lines.append("Connection: close")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        body = b"" if head_only else memoryview(response.body)
+        async with asyncio.timeout(self._write_timeout):
+            # in chunks: a client that reads slowly holds at most one chunk of our memory (the body itself is
+            # shared by the scrapes of one generation), not a copy of the whole body per connection
+            for offset in range(0, len(body), CHUNK):
+                writer.write(body[offset:offset + CHUNK])
+                await writer.drain()
+            await writer.drain()
+
+    async def _metrics(self) -> _Response:
+        """/metrics from the next ``generate_latest`` to start (shared with every request that arrives before it
+        starts)."""
+        waiting = self._scrape_next
+        if waiting is None:
+            waiting = self._scrape_next = asyncio.get_running_loop().create_future()
+            if not self._scrape_running:
+                self._generate()
+        try:
+            body = await asyncio.shield(waiting)
+        except Exception as e:   # a failing collector: one line per distinct failure, not a traceback
+            self._errors("/metrics", "http handler failed path=/metrics error=%r", e)
+            return _Response(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error\n")
+        if self._errors.forget("/metrics"):
+            log.info("http handler recovered path=/metrics")
+        return _Response(HTTPStatus.OK, body, CONTENT_TYPE_LATEST)
+
+    def _generate(self) -> None:
+        """Start the generation the waiting requests asked for; when it ends, start the next one if requests
+        arrived meanwhile."""
+        waiting, self._scrape_next = self._scrape_next, None
+        if waiting is None:
+            return
+        self._scrape_running = True
+        work = asyncio.get_running_loop().run_in_executor(self._pool, generate_latest, self._registry)
+
+        def done(finished: asyncio.Future[bytes]) -> None:
+            self._scrape_running = False
+            if finished.cancelled():
+                waiting.cancel()
+            elif (error := finished.exception()) is not None:
+                waiting.set_exception(error)
+            else:
+                waiting.set_result(finished.result())
+            if waiting.done() and not waiting.cancelled():
+                waiting.exception()   # retrieved: asyncio must not log "exception never retrieved"
+            self._generate()
+
+        work.add_done_callback(done)
+
+    # --- handlers (worker threads) ---------------------------------------------------------------------------
+
+    def _respond(self, request: _Request, loopback: bool) -> _Response:
+        if request.method not in ("GET", "HEAD"):
+            return _Response(HTTPStatus.METHOD_NOT_ALLOWED, b"only GET and HEAD\n", close=True,
+                             headers=(("Allow", "GET, HEAD"),))
+        url = urlsplit(request.target)
+        path = url.path
+        try:
+            response = self._route(path, url.query, loopback)
+        except Exception as e:   # a failing collector or callable: one line per distinct failure, not a traceback
+            self._errors(path, "http handler failed path=%s error=%r", path, e)
+            return _Response(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error\n")
+        if self._errors.forget(path):
+            log.info("http handler recovered path=%s", path)
+        return response
+
+    def _route(self, path: str, query: str, loopback: bool) -> _Response:
+        if path == "/metrics":   # normally answered by _metrics (shared generations) without coming here
+            return _Response(HTTPStatus.OK, generate_latest(self._registry), CONTENT_TYPE_LATEST)
+        if path in ("/healthz", "/readyz"):
+            ok, reason = (self._health if path == "/healthz" else self._ready)()
+            return _Response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, (reason + "\n").encode())
+        if path == "/events" and self._events is not None:
+            if not (loopback or self._events_remote):
+                return _Response(HTTPStatus.FORBIDDEN, b"/events is served to loopback clients only (on the node: "
+                                 b"curl http://127.0.0.1:<port>/events, or kubectl port-forward); the "
+                                 b"AuditEventsHTTPHandler feature gate serves it to every client\n")
+            try:
+                limit = parse_limit(query, most=self._events_max)
+            except ValueError as e:
+                return _Response(HTTPStatus.BAD_REQUEST, f"{e}\n".encode())
+            body = json.dumps(self._events(limit), indent=1)
+            return _Response(HTTPStatus.OK, (body + "\n").encode(), "application/json")
+        return _Response(HTTPStatus.NOT_FOUND, b"not found\n")
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+    """Request line and headers; None when the client closed before sending anything. Raises _BadRequest for what
+    is not HTTP/1.x, asyncio.IncompleteReadError for a head cut short."""
+    lines: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            line = await reader.readline()
+        except ValueError:   # longer than the reader's limit (MAX_HEAD)
+            raise _BadRequest(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large") from None
+        if not line:
+            if not lines:
+                return None
+            raise asyncio.IncompleteReadError(b"".join(lines), None)
+        if not line.endswith(b"\n"):   # EOF in the middle of a line
+            raise asyncio.IncompleteReadError(line, None)
+        size += len(line)
+        if size > MAX_HEAD or len(lines) > MAX_HEADERS:
+            raise _BadRequest(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request head too large")
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if not lines:   # blank lines before a request line are allowed (RFC 9112 §2.2)
+                continue
+            break
+        lines.append(line)
+    parts = lines[0].decode("latin-1").split()
+    if len(parts) != 3:
+        raise _BadRequest(HTTPStatus.BAD_REQUEST, "bad request line")
+    method, target, version = parts
+    if not re.fullmatch(r"HTTP/1\.[0-9]", version):
+        raise _BadRequest(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "only HTTP/1.x")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, sep, value = raw.decode("latin-1").partition(":")
+        if not sep or not name or name != name.strip():   # also refuses obsolete line folding
+            raise _BadRequest(HTTPStatus.BAD_REQUEST, "bad header line")
+        key, value = name.lower(), value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return _Request(method, target, version if version == "HTTP/1.0" else "HTTP/1.1", headers)
+
+
+def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """asyncio's default handler prints a traceback; anything reaching here is one warning line."""
+    log.warning("http loop error message=%s error=%r", context.get("message"), context.get("exception"))
