@@ -1,6 +1,6 @@
 """A fake sysfs PCI tree: device directories, bus/driver/class symlinks and SR-IOV links as the kernel lays them out.
 
-Like tests/fakehost.py it fakes the kernel's files only, so the real readers run unchanged. Every symlink is
+Like doubles/fakehost.py it fakes the kernel's files only, so the real readers run unchanged. Every symlink is
 relative (as in real sysfs), so ``os.path.realpath`` on a ``bus/pci/devices`` entry stays inside the fake tree.
 """
 

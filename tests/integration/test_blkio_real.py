@@ -27,7 +27,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
-from tests.builders import host_paths
+from tests.builders import host_paths, pod_object
 from tests.realcgroup import CGROUP_FS
 
 pytestmark = pytest.mark.root
@@ -178,11 +178,8 @@ def view(meta, be_blocks: list | None) -> NodeView:
 
 def test_be_write_bps_limit_throttles_a_real_writer(real_tree, loops, blkio_tree):
     (dev_a, num_a), (dev_b, num_b) = loops
-    pod = pod_from_k8s({"metadata": {"name": "batch", "namespace": "ns", "uid": UID,
-                                     "labels": {"koordinator.sh/qosClass": "BE"}},
-                        "spec": {"containers": [{"name": "main"}]},
-                        "status": {"phase": "Running", "qosClass": "BestEffort",
-                                   "containerStatuses": [{"name": "main", "containerID": f"containerd://{CID}"}]}})
+    pod = pod_from_k8s(pod_object(UID, "batch", namespace="ns", labels={"koordinator.sh/qosClass": "BE"},
+                                  qos="BestEffort", containers={"main": CID}))
     cg = Cgroups(real_tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
     meta = meta_for(pod, cg.layout)
     ctr = meta.containers[0][1]

@@ -37,7 +37,7 @@ from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
 from tests.waits import wait_for
-from tests.builders import host_paths
+from tests.builders import host_paths, pod_object
 
 pytestmark = pytest.mark.root
 
@@ -128,11 +128,10 @@ def view(policy: str | None = None) -> NodeView:
                                        "resourceQOSStrategy": qos})
     assert errors == []
     layout = Cgroups("/nonexistent", CgroupVersion.V1, Driver.CGROUPFS).layout
-    metas = tuple(meta_for(pod_from_k8s({
-        "metadata": {"name": f"p-{label.lower()}-{ip[-1]}", "namespace": "ns", "uid": uid,
-                     "labels": {"koordinator.sh/qosClass": label}, "annotations": ann},
-        "spec": {"containers": [{"name": "c"}]},
-        "status": {"qosClass": "BestEffort" if label == "BE" else "Burstable", "podIP": ip}}), layout)
+    metas = tuple(meta_for(pod_from_k8s(pod_object(
+        uid, f"p-{label.lower()}-{ip[-1]}", namespace="ns", labels={"koordinator.sh/qosClass": label},
+        annotations=ann, spec_containers=[{"name": "c"}], qos="BestEffort" if label == "BE" else "Burstable",
+        pod_ip=ip, phase=None, statuses=False)), layout)
         for uid, label, ip, ann, _ in PODS)
     return NodeView(metas, slo, (), None, NodeInfo("n"))  # type: ignore[arg-type]
 

@@ -26,6 +26,7 @@ from tests.realcgroup import IDLE, cpus_allowed
 from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox
 from tests.unit.test_qos_rules import BATCH, slo
 from tests.waits import wait_for
+from tests.builders import pod_object
 
 pytestmark = pytest.mark.root
 
@@ -35,11 +36,9 @@ CID_BE, CID_LSR = "b" * 64, "c" * 64
 
 def kubelet_pod(uid: str, qos: str, kube: str, cid: str, resources: dict, annotations: dict):
     """The same pod as the kubelet reports it once the container runs (spec resources, container id)."""
-    return pod_from_k8s({"metadata": {"name": uid[:8], "namespace": "ns", "uid": uid,
-                                      "labels": {"koordinator.sh/qosClass": qos}, "annotations": annotations},
-                         "spec": {"containers": [{"name": "app", "resources": resources}]},
-                         "status": {"qosClass": kube, "containerStatuses": [
-                             {"name": "app", "containerID": f"containerd://{cid}"}]}})
+    return pod_from_k8s(pod_object(uid, uid[:8], namespace="ns", labels={"koordinator.sh/qosClass": qos},
+                                   annotations=annotations, qos=kube, phase=None, containers={"app": cid},
+                                   resources={"app": resources}))
 
 
 def apply_like_runc(tree, rel: str, r: api.LinuxResources) -> None:

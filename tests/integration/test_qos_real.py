@@ -26,7 +26,7 @@ from koordlet.qos.pod_resources import PodResources
 from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.realcgroup import BUSY, IDLE, cpus_allowed, proc_cpu_seconds
+from tests.realcgroup import BUSY, IDLE, cpus_allowed
 from tests.unit.test_qos_rules import slo
 from tests.waits import wait_for
 from tests.builders import host_paths, pod_object
@@ -58,12 +58,20 @@ def set_kernel(tree, sub: str, rel: str, file: str, value: str) -> None:
         f.write(value)
 
 
+def exec_seconds(pid: int) -> float:
+    """The kernel's exact CPU time of a (single-threaded) task: /proc/<pid>/schedstat, in ns."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
 def share(pids: tuple[int, int], seconds: float = 2.0) -> float:
-    """Fraction of the CPU time the first pid got while both competed."""
-    a0, b0 = proc_cpu_seconds(pids[0]), proc_cpu_seconds(pids[1])
+    """Fraction of the CPU time the first pid got while both competed. A ratio of the two tasks' own accounts, so
+    other load on the CPU shrinks both and changes nothing; the accounts are exact (ns), so a tenth of a second
+    of CPU between them is plenty to tell 50/50 from 99/1."""
+    a0, b0 = exec_seconds(pids[0]), exec_seconds(pids[1])
     time.sleep(seconds)
-    a, b = proc_cpu_seconds(pids[0]) - a0, proc_cpu_seconds(pids[1]) - b0
-    assert a + b > 0.5 * seconds, "the spinners did not run"
+    a, b = exec_seconds(pids[0]) - a0, exec_seconds(pids[1]) - b0
+    assert a + b > 0.1, f"the spinners hardly ran ({a + b:.3f} s of CPU in {seconds} s)"
     return a / (a + b)
 
 

@@ -27,6 +27,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
 from koordlet.states.nodeslo import IOCfg, merge_node_slo_spec
 from koordlet.states.pod import pod_from_k8s
+from tests.builders import pod_object
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
 UID_BE, UID_LS, UID_RAW, UID_PENDING = ("be000000-0000-0000-0000-000000000001", "15000000-0000-0000-0000-000000000002",
@@ -306,14 +307,10 @@ V2_FILES = {"io.max": "", "io.weight": "default 100\n"}
 
 
 def k8s_pod(uid, name, kube, label=None, annotation=None, phase="Running"):
-    meta = {"name": name, "namespace": "ns", "uid": uid, "labels": {}, "annotations": {}}
-    if label:
-        meta["labels"]["koordinator.sh/qosClass"] = label
-    if annotation is not None:
-        meta["annotations"]["koordinator.sh/blkioQOS"] = annotation
-    return pod_from_k8s({"metadata": meta, "spec": {"containers": [{"name": "main"}]},
-                         "status": {"phase": phase, "qosClass": kube, "containerStatuses": [
-                             {"name": "main", "containerID": f"containerd://{uid.replace('-', '')}"}]}})
+    return pod_from_k8s(pod_object(
+        uid, name, namespace="ns", qos=kube, phase=phase, containers={"main": uid.replace("-", "")},
+        labels={"koordinator.sh/qosClass": label} if label else {},
+        annotations={} if annotation is None else {"koordinator.sh/blkioQOS": annotation}))
 
 
 def blkio_slo(be=None, root=None, ls=None):

@@ -160,9 +160,11 @@ def test_real_perf_event_open_on_a_real_cgroup_with_software_events():
         values = {dict(s.labels)["cpi_resource"]: s.value for s in samples}
         assert collector.last_fds == 2 * len(cpus) and not collector.unsupported
         # cpu-clock (ns) against the kernel's own account of the cgroup (cpu.stat usage_usec) over the collect()
-        # call that holds the 0.5 s counting window: never more than the cgroup ran, and, the spinner running at
-        # a steady rate whatever else loads the host, about the window's part of it
-        assert values["cycle"] <= used * 1.02 + 2e6
+        # call that holds the 0.5 s counting window: not more than the cgroup ran, and, the spinner running at a
+        # steady rate whatever else loads the host, about the window's part of it. The two are different clocks
+        # (perf's event time, scaled by enabled/running, and the scheduler's runtime, accounted at ticks): measured
+        # under stress-ng they differ by up to ~5 %, hence the 10 % and two ticks of slack on the upper bound
+        assert values["cycle"] <= used * 1.1 + 8e6
         expected = used * 0.5 / elapsed
         assert expected > 0.01e9, f"the spinner hardly ran ({used / 1e6:.0f} ms in {elapsed:.2f} s)"
         assert values["cycle"] == pytest.approx(expected, rel=0.35)

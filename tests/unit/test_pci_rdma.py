@@ -1,4 +1,4 @@
-"""PCI placement and the RDMA inventory: fake sysfs trees (tests/fakepci.py) for the exact values, and a real
+"""PCI placement and the RDMA inventory: fake sysfs trees (doubles/fakepci.py) for the exact values, and a real
 machine's sysfs dump checked against hwloc's view of the same dump (``../shared/fixtures/sysfs-hwloc``)."""
 
 from __future__ import annotations
