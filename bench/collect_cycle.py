@@ -21,16 +21,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import psutil  # noqa: E402
+import psutil
 
-from koordlet.component import Tick  # noqa: E402
-from koordlet.collectors.usage import UsageCollection  # noqa: E402
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa: E402
-from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.metriccache import MetricCache  # noqa: E402
-from koordlet.metrics import AgentMetrics  # noqa: E402
-from koordlet.states.standalone import StandalonePodSource  # noqa: E402
-from doubles.realcgroup import IDLE, RealCgroupTree, v1_available  # noqa: E402
+from doubles.realcgroup import IDLE, RealCgroupTree, v1_available
+from koordlet.collectors.usage import UsageCollection
+from koordlet.component import Tick
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
+from koordlet.host.paths import HostPaths
+from koordlet.metriccache import MetricCache
+from koordlet.metrics import AgentMetrics
+from koordlet.states.standalone import StandalonePodSource
 
 QOS_MIX = (KubeQOS.GUARANTEED, KubeQOS.BURSTABLE, KubeQOS.BESTEFFORT)
 

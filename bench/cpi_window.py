@@ -21,14 +21,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet.component import Tick  # noqa: E402
-from koordlet.collectors.cpi import CPICollector  # noqa: E402
-from koordlet.host import perf  # noqa: E402
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa: E402
-from koordlet.metrics import AgentMetrics  # noqa: E402
-from koordlet.states.informer import PodMeta  # noqa: E402
-from koordlet.states.pod import Container, Pod  # noqa: E402
-from doubles.fakeperf import FakePerfKernel  # noqa: E402
+from doubles.fakeperf import FakePerfKernel
+from koordlet.collectors.cpi import CPICollector
+from koordlet.component import Tick
+from koordlet.host import perf
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
+from koordlet.metrics import AgentMetrics
+from koordlet.states.informer import PodMeta
+from koordlet.states.pod import Container, Pod
 
 
 def pods(cgroups: Cgroups, n: int, subsystem: str) -> list[PodMeta]:

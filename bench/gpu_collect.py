@@ -17,15 +17,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet.component import Tick  # noqa: E402
-from koordlet.collectors.gpu import GpuDevices  # noqa: E402
-from koordlet.host.cgroup import Driver, KubeQOS, Layout  # noqa: E402
-from koordlet.host.nvml import Nvml  # noqa: E402
-from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.metrics import AgentMetrics  # noqa: E402
-from koordlet.states.informer import meta_for  # noqa: E402
-from koordlet.states.pod import Container, Pod  # noqa: E402
-from doubles import fakenvml  # noqa: E402
+from doubles import fakenvml
+from koordlet.collectors.gpu import GpuDevices
+from koordlet.component import Tick
+from koordlet.host.cgroup import Driver, KubeQOS, Layout
+from koordlet.host.nvml import Nvml
+from koordlet.host.paths import HostPaths
+from koordlet.metrics import AgentMetrics
+from koordlet.states.informer import meta_for
+from koordlet.states.pod import Container, Pod
 
 PODS, PROCS_PER_GPU, CYCLES = 200, 4, 300
 
@@ -66,7 +66,7 @@ def main() -> int:
         floor.append(time.perf_counter() - t0)
     med = statistics.median
     p90 = lambda xs: sorted(xs)[int(len(xs) * 0.9)]  # noqa: E731
-    own = [c - f for c, f in zip(collect, floor)]
+    own = [c - f for c, f in zip(collect, floor, strict=False)]
     print(f"gpu collect, 8 GPUs, {PODS} pods, {8 * PROCS_PER_GPU} GPU processes, {len(samples)} samples/cycle")
     print(f"  NVML calls (fake) floor: median {med(floor) * 1e3:.3f} ms  p90 {p90(floor) * 1e3:.3f} ms")
     print(f"  collect:                 median {med(collect) * 1e3:.3f} ms  p90 {p90(collect) * 1e3:.3f} ms")

@@ -16,11 +16,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet.host.cgroup import KubeQOS  # noqa: E402
-from koordlet.metriccache import MetricCache, Sample  # noqa: E402
-from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder  # noqa: E402
-from koordlet.states.informer import PodMeta  # noqa: E402
-from koordlet.states.pod import Pod  # noqa: E402
+from koordlet.host.cgroup import KubeQOS
+from koordlet.metriccache import MetricCache, Sample
+from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
+from koordlet.states.informer import PodMeta
+from koordlet.states.pod import Pod
 
 PODS, WINDOW = 200, 1800
 

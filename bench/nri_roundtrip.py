@@ -28,9 +28,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from proto.nri import api_pb2 as api  # noqa: E402
-from doubles.nriruntime import FakeRuntime  # noqa: E402
-from bench._nri import POOLS, STATUS, be_spec, container, sandbox, slo  # noqa: E402
+from bench._nri import POOLS, STATUS, be_spec, container, sandbox, slo
+from doubles.nriruntime import FakeRuntime
+from proto.nri import api_pb2 as api
 
 
 def pods(n: int) -> list[api.PodSandbox]:
@@ -51,9 +51,9 @@ def serve(socket: str, known: int) -> None:
     import tempfile as tf
 
     from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-    from koordlet.states.nodestate import NodeView
-    from koordlet.states.node import NodeInfo
     from koordlet.states.informer import meta_for
+    from koordlet.states.node import NodeInfo
+    from koordlet.states.nodestate import NodeView
     from koordlet.states.pod import pod_from_k8s
     from nri_plugin.hooks import HookFeatures, Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings

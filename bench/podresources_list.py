@@ -25,10 +25,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import grpc  # noqa: E402
+import grpc
 
-from proto.podresources import api_pb2 as pb  # noqa: E402
-from proto.podresources import api_pb2_grpc as pb_grpc  # noqa: E402
+from proto.podresources import api_pb2 as pb
+from proto.podresources import api_pb2_grpc as pb_grpc
 
 
 def pod_objects(n: int) -> list[dict]:
@@ -54,12 +54,12 @@ def serve(mode: str, directory: str, n_pods: int) -> None:
     import signal
     from concurrent import futures
 
+    from doubles.kubelet_podresources import FakeKubelet
     from koordlet.metrics import AgentMetrics
     from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
     from koordlet.podresources.upstream import KubeletPodResources
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import pod_from_k8s
-    from doubles.kubelet_podresources import FakeKubelet
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})     # before any thread starts: sigwait gets it
     objects = pod_objects(n_pods)
     kubelet = FakeKubelet(os.path.join(directory, "kubelet.sock"), objects).start()

@@ -26,17 +26,17 @@ from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet.executor import Executor  # noqa: E402
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS  # noqa: E402
-from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.states.nodestate import NodeView  # noqa: E402
-from koordlet.qos.cpu_qos import CPUQOS  # noqa: E402
-from koordlet.qos.pod_resources import PodResources  # noqa: E402
-from koordlet.states.node import NodeInfo  # noqa: E402
-from koordlet.states.informer import meta_for  # noqa: E402
-from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
-from koordlet.states.pod import pod_from_k8s  # noqa: E402
-from doubles.realcgroup import RealCgroupTree, v1_available  # noqa: E402
+from doubles.realcgroup import RealCgroupTree, v1_available
+from koordlet.executor import Executor
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
+from koordlet.host.paths import HostPaths
+from koordlet.qos.cpu_qos import CPUQOS
+from koordlet.qos.pod_resources import PodResources
+from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
+from koordlet.states.pod import pod_from_k8s
 
 CLASSES = (("LS", "Burstable"), ("BE", "BestEffort"), ("LSR", "Guaranteed"), (None, "Burstable"))
 BATCH = {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"},

@@ -25,17 +25,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet import wire  # noqa: E402
-from koordlet.executor import Executor  # noqa: E402
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout  # noqa: E402
-from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.states.nodestate import NodeView  # noqa: E402
-from koordlet.qos.resctrl import Resctrl  # noqa: E402
-from koordlet.states.node import NodeInfo  # noqa: E402
-from koordlet.states.informer import meta_for  # noqa: E402
-from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
-from koordlet.states.pod import Container, Pod  # noqa: E402
-from doubles.fakeresctrl import INTEL, FakeResctrl  # noqa: E402
+from doubles.fakeresctrl import INTEL, FakeResctrl
+from koordlet import wire
+from koordlet.executor import Executor
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
+from koordlet.host.paths import HostPaths
+from koordlet.qos.resctrl import Resctrl
+from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
+from koordlet.states.pod import Container, Pod
 
 CLASSES = (("LS", KubeQOS.BURSTABLE), ("BE", KubeQOS.BESTEFFORT), ("LSR", KubeQOS.GUARANTEED),
            (None, KubeQOS.BURSTABLE))

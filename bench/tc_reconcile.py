@@ -28,16 +28,16 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet import wire  # noqa: E402
-from koordlet.executor import Executor  # noqa: E402
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver  # noqa: E402
-from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.states.nodestate import NodeView  # noqa: E402
-from koordlet.qos import net_qos as nq  # noqa: E402
-from koordlet.states.node import NodeInfo  # noqa: E402
-from koordlet.states.informer import meta_for  # noqa: E402
-from koordlet.states.nodeslo import merge_node_slo_spec  # noqa: E402
-from koordlet.states.pod import pod_from_k8s  # noqa: E402
+from koordlet import wire
+from koordlet.executor import Executor
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
+from koordlet.host.paths import HostPaths
+from koordlet.qos import net_qos as nq
+from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
+from koordlet.states.pod import pod_from_k8s
 
 
 def ms(values: list[float]) -> str:

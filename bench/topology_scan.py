@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from koordlet.host.paths import HostPaths  # noqa: E402
-from koordlet.host.topology import read_topology  # noqa: E402
-from koordlet.reporters import nrt  # noqa: E402
-from koordlet.states.node import NodeInfo  # noqa: E402
-from koordlet.states.pools import cpu_pools  # noqa: E402
+from koordlet.host.paths import HostPaths
+from koordlet.host.topology import read_topology
+from koordlet.reporters import nrt
+from koordlet.states.node import NodeInfo
+from koordlet.states.pools import cpu_pools
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs-hwloc"
 LARGEST = "40intel64-2g2n4c+pcilocality"

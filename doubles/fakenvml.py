@@ -23,13 +23,14 @@ import os
 import queue
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pynvml as _real
 
-from koordlet.host.paths import HostPaths
 from doubles.fakepci import FakePci
+from koordlet.host.paths import HostPaths
 
 MIB = 1 << 20
 
@@ -103,7 +104,7 @@ class FakeNvmlLibrary:
         self.init_error: int | None = None
         self.initialised = 0
         self.calls: Counter[str] = Counter()
-        self.events: "queue.Queue[FakeEvent]" = queue.Queue()
+        self.events: queue.Queue[FakeEvent] = queue.Queue()
         self._registered: set[int] = set()
         self._lock = threading.Lock()
 

@@ -60,7 +60,7 @@ class Profile:
     def num_closids(self) -> int:
         return min(self.l3_closids, self.mb_closids) if self.mb else self.l3_closids
 
-    def with_(self, **changes: object) -> "Profile":
+    def with_(self, **changes: object) -> Profile:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 

@@ -93,7 +93,7 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
-    def start(self) -> "FakeKubelet":
+    def start(self) -> FakeKubelet:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         pb_grpc.add_PodResourcesListerServicer_to_server(self, server)
         server.add_insecure_port(f"unix://{self.socket_path}")

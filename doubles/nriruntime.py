@@ -21,8 +21,9 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
@@ -568,13 +569,13 @@ class FakeRuntime:
         async def coalesced() -> list[Message]:
             conn = self._current()
             streams, messages = zip(*(self._new_request(conn, method, req, self.request_timeout)
-                                      for method, req, _ in calls))
+                                      for method, req, _ in calls), strict=False)
             futs = [self._expect(conn, s) for s in streams]
             blob = b"".join(messages)
             conn.writer.write(MUX_HEADER.pack(PLUGIN_CONN, len(blob)) + blob)
             return list(await asyncio.gather(*(
                 self._await_response(conn, f, s, method, self.request_timeout, cls)
-                for f, s, (method, _, cls) in zip(futs, streams, calls))))
+                for f, s, (method, _, cls) in zip(futs, streams, calls, strict=False))))
         return self.run(coalesced())
 
     def close_mid_message(self, method: str, request: Message) -> None:

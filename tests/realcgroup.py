@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from doubles.realcgroup import (BUSY, CGROUP_FS, IDLE, MEMORY_64M, SUBSYSTEMS, TREE_CPU_SHARES,  # noqa: F401
-                                RealCgroupTree, cpus_allowed, proc_cpu_seconds, proc_rss_anon, v1_available)
+from doubles.realcgroup import (  # noqa: F401
+    BUSY,
+    CGROUP_FS,
+    IDLE,
+    MEMORY_64M,
+    SUBSYSTEMS,
+    TREE_CPU_SHARES,
+    RealCgroupTree,
+    cpus_allowed,
+    proc_cpu_seconds,
+    proc_rss_anon,
+    v1_available,
+)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, step: float = 0.01) -> bool:

@@ -7,6 +7,7 @@
 - policy none puts the quotas back to the base, container first.
 """
 
+import itertools
 import os
 import time
 
@@ -16,14 +17,14 @@ from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_burst import CPUBurst
-from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds
 from tests.builders import host_paths, pod_object
+from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds
 
 pytestmark = pytest.mark.root
 
@@ -143,7 +144,7 @@ def test_throttled_container_gets_its_quota_raised(real):
         time.sleep(0.25)
     assert real.nr_throttled() > throttled
     assert seen[:3] == [BASE, 24000, 28800], seen                             # ×1.2 per throttled cycle
-    assert all(b == min(a * 6 // 5, 3 * BASE) for a, b in zip(seen, seen[1:])), seen
+    assert all(b == min(a * 6 // 5, 3 * BASE) for a, b in itertools.pairwise(seen)), seen
     # The quota follows the kernel's throttling: it grows only after throttled periods and stops growing when the
     # spinner no longer uses its quota (a busy VM can starve it before the 300 % ceiling).
     assert grew_without_throttling == [] and stalled_while_throttled == [], (seen, grew_without_throttling,

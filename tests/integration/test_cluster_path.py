@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -317,8 +318,9 @@ def test_agent_reports_devices_keeps_scheduler_allocations_and_follows_gpu_healt
     survives the scheduler's status write, turns a GPU unhealthy on XID 79 without losing the allocations, and
     is not rewritten every cycle while nothing changes."""
     import sys
-    from doubles.fakepci import FakePci
+
     from doubles import fakenvml
+    from doubles.fakepci import FakePci
     double.resource("scheduling.koordinator.sh", "v1alpha1", "devices", "Device", namespaced=False)
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
     lib = fakenvml.h100_sxm8(host.paths)
@@ -359,7 +361,7 @@ def test_agent_reports_devices_keeps_scheduler_allocations_and_follows_gpu_healt
         allocated["status"] = {"allocations": [{"type": "gpu", "entries": [
             {"name": "train", "namespace": "ml", "uuid": "u-1", "minors": [0, 1]}]}]}
         double.put(DEVICES, allocated)
-        writes = lambda: sum(1 for r in double.requests if r.method == "PUT" and r.path.startswith(DEVICES))  # noqa
+        writes = lambda: sum(1 for r in double.requests if r.method == "PUT" and r.path.startswith(DEVICES))  # noqa: E731
         before = writes()
         assert not wait_for(lambda: writes() > before, timeout=1.5)      # ~7 report cycles: nothing changed
         lib.xid("0000:2a:00.0", 79)                                      # minor 1 falls over

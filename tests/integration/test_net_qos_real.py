@@ -27,17 +27,17 @@ import pytest
 
 from koordlet import wire
 from koordlet.executor import Executor
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC, TC_H_ROOT, supported
 from koordlet.host.paths import HostPaths
-from koordlet.states.nodestate import NodeView
 from koordlet.qos import net_qos as nq
-from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from tests.waits import wait_for
 from tests.builders import host_paths, pod_object
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.root
 

@@ -13,20 +13,20 @@ import os
 import pytest
 
 from koordlet.executor import Executor
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.pod_resources import PodResources
-from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from nri_plugin.hooks import HookFeatures, Hooks
 from proto.nri import api_pb2 as api
+from tests.builders import pod_object
 from tests.integration.test_nri_plugin import Harness
 from tests.integration.test_qos_real import host, kernel
 from tests.realcgroup import IDLE, cpus_allowed
 from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox
 from tests.unit.test_qos_rules import BATCH, slo
 from tests.waits import wait_for
-from tests.builders import pod_object
 
 pytestmark = pytest.mark.root
 
@@ -59,7 +59,7 @@ def apply_like_runc(tree, rel: str, r: api.LinuxResources) -> None:
 
 
 def test_created_container_cgroup_holds_what_the_hook_promised(real_tree, tmp_path):
-    paths, cg = host(real_tree)
+    _paths, cg = host(real_tree)
     layout = cg.layout
     for d in ("kubepods", "kubepods/besteffort", "kubepods/burstable"):
         real_tree.mkdir(d)

@@ -3,6 +3,7 @@ sockets, the proxy's own server and cache in between."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -15,17 +16,17 @@ import time
 import grpc
 import pytest
 
+from doubles.kubelet_podresources import FakeKubelet
 from koordlet import wire
 from koordlet.metrics import AgentMetrics
 from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
 from koordlet.podresources.upstream import KubeletPodResources
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.pod import pod_from_k8s
-from tests import builders
 from proto.podresources import api_pb2 as pb
 from proto.podresources import api_pb2_grpc as pb_grpc
+from tests import builders
 from tests.peers import multus
-from doubles.kubelet_podresources import FakeKubelet
 
 GPU0 = "GPU-5b1f0000-0000-0000-0000-000000000000"
 PF, VF_A, VF_B, VF_C = "0000:09:00.0", "0000:09:00.4", "0000:09:00.5", "0000:09:00.6"
@@ -151,10 +152,9 @@ def test_no_kubelet_ever_still_answers_from_the_pod_view(harness):
     h = harness([SERVE]).start(kubelet=False)
     assert multus.device_ids_for(h.socket, "ml", "serve", wire.RESOURCE_RDMA) == [VF_B]
     assert h.metric("koordlet_pod_resources_proxy_staleness_seconds") == -1
-    with grpc.insecure_channel(f"unix://{h.socket}") as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            pb_grpc.PodResourcesListerStub(channel).GetAllocatableResources(pb.AllocatableResourcesRequest(),
-                                                                            timeout=10)
+    with grpc.insecure_channel(f"unix://{h.socket}") as channel, pytest.raises(grpc.RpcError) as err:
+        pb_grpc.PodResourcesListerStub(channel).GetAllocatableResources(pb.AllocatableResourcesRequest(),
+                                                                        timeout=10)
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
@@ -173,8 +173,8 @@ def test_a_thousand_concurrent_lists_cost_at_most_one_kubelet_call_per_second(ha
     # makes the thousand lists take, the calls inside that window number at most elapsed/0.99 + 1 (a call made
     # while the harness started, before the window, is not counted against it)
     during = [t for t in calls if t >= started]
-    assert 1 <= len(calls) and len(during) <= int(elapsed / 0.99) + 1
-    assert all(b - a >= 0.99 for a, b in zip(calls, calls[1:]))
+    assert len(calls) >= 1 and len(during) <= int(elapsed / 0.99) + 1
+    assert all(b - a >= 0.99 for a, b in itertools.pairwise(calls))
 
 
 def test_a_pod_only_the_kubelet_knows_gets_the_pod_view_synced_first(harness):

@@ -19,17 +19,17 @@ import pytest
 from koordlet import config as configmod
 from koordlet.agent import Agent
 from koordlet.executor import Executor
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
-from koordlet.states.nodestate import NodeView
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
-from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from tests.builders import host_paths, pod_object
 from tests.realcgroup import BUSY, IDLE, cpus_allowed
 from tests.unit.test_qos_rules import slo
 from tests.waits import wait_for
-from tests.builders import host_paths, pod_object
 
 pytestmark = pytest.mark.root
 
@@ -133,7 +133,7 @@ def test_lsr_cpuset_moves_the_processes_and_restart_writes_nothing(real_tree):
 
 
 def test_host_mode_applies_host_application_qos_from_a_local_nodeslo(real_tree, tmp_path):
-    _, cg = host(real_tree)
+    _, _cg = host(real_tree)
     real_tree.mkdir("host-best-effort/logagent")
     real_tree.mkdir("host-latency-sensitive/nginx")
     set_kernel(real_tree, "cpuset", "host-latency-sensitive/nginx", "cpuset.cpus", "0")

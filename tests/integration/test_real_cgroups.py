@@ -6,16 +6,16 @@ import time
 
 import pytest
 
-from koordlet.component import Tick
 from koordlet.collectors.usage import UsageCollection
+from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import PodsInformer
 from koordlet.states.pleg import Pleg
 from koordlet.states.standalone import StandalonePodSource
-from tests.waits import wait_for
-from tests.realcgroup import BUSY, IDLE, MEMORY_64M, proc_cpu_seconds, proc_rss_anon
 from tests.builders import host_paths
+from tests.realcgroup import BUSY, IDLE, MEMORY_64M, proc_cpu_seconds, proc_rss_anon
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.root
 
@@ -37,7 +37,7 @@ def values(samples):
 
 
 def test_usage_matches_the_kernel(real_tree):
-    paths, cgroups, metrics, collection = setup_agent(real_tree)
+    _paths, cgroups, _metrics, collection = setup_agent(real_tree)
     layout = cgroups.layout
     ls_pod = layout.pod_dir(KubeQOS.BURSTABLE, UID_LS)
     be_pod = layout.pod_dir(KubeQOS.BESTEFFORT, UID_BE)
@@ -94,7 +94,7 @@ def test_usage_matches_the_kernel(real_tree):
 
 
 def test_vanishing_container_mid_cycle(real_tree):
-    paths, cgroups, metrics, collection = setup_agent(real_tree)
+    _paths, cgroups, metrics, collection = setup_agent(real_tree)
     pod = cgroups.layout.pod_dir(KubeQOS.BURSTABLE, UID_LS)
     real_tree.mkdir(f"{pod}/{IDLE_ID}")
     pods = StandalonePodSource(cgroups)()
@@ -109,7 +109,7 @@ def test_vanishing_container_mid_cycle(real_tree):
 
 
 def test_pleg_sees_new_pod_and_container_within_a_second(real_tree):
-    paths, cgroups, metrics, collection = setup_agent(real_tree)
+    _paths, cgroups, _metrics, _collection = setup_agent(real_tree)
     for qos in KubeQOS:
         real_tree.mkdir(cgroups.layout.qos_dir(qos))
     # periodic sync every 60 s: only PLEG can make the pod appear within the deadline

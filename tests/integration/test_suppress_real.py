@@ -14,18 +14,18 @@ import time
 import pytest
 
 from koordlet.executor import Executor
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_suppress import CPUSuppress, be_suppress_cpuset, processors_of
-from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.topology import format_cpu_list
-from tests.realcgroup import BUSY, IDLE, cpus_allowed
 from tests.builders import host_paths, pod_object
+from tests.realcgroup import BUSY, IDLE, cpus_allowed
 
 pytestmark = pytest.mark.root
 

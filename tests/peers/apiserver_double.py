@@ -48,11 +48,12 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Generator, Iterable, Iterator, Mapping
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
@@ -906,7 +907,7 @@ def _set_server_fields(obj: dict[str, Any], resource: Resource | None, namespace
     """Fill what the server owns and a client never has to send: uid, timestamps, type."""
     metadata = obj.setdefault("metadata", {})
     metadata.setdefault("uid", str(uuid.uuid4()))
-    metadata.setdefault("creationTimestamp", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    metadata.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     if namespace is not None:
         metadata["namespace"] = namespace
     if resource is not None:
@@ -978,9 +979,9 @@ def _check_name(resource: Resource, name: str) -> None:
     if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         raise _invalid(resource, name, [(
             "FieldValueInvalid", "metadata.name",
-            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-            "character",
+            (f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+             "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+             "character"),
         )])
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def shutdown_all(connections: Iterable[socket.socket]) -> None:

@@ -89,7 +89,7 @@ class CrdSchemas:
                 self._versions[(group, version["name"], kind)] = version
 
     @classmethod
-    def load(cls, directory: str | Path) -> "CrdSchemas":
+    def load(cls, directory: str | Path) -> CrdSchemas:
         """Every CRD in the ``*.yaml`` / ``*.yml`` files of ``directory``; anything else there is an error."""
         crds = []
         paths = sorted(p for p in Path(directory).iterdir() if p.suffix in (".yaml", ".yml"))
@@ -359,7 +359,7 @@ def _is_qualified_name(key: str) -> bool:
     return 0 < len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _go_regex(pattern: str) -> re.Pattern[str]:
     """Compile an RE2 pattern for Python: ``$`` (outside a class) means end of text, never before a final \\n."""
     out, in_class, escaped = [], False, False

@@ -9,16 +9,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from tests.peers.apiserver_double import ApiServerDouble, Resource
 from tests.builders import pod_object
+from tests.peers.apiserver_double import ApiServerDouble, Resource
 
 SLO = ("slo.koordinator.sh", "v1alpha1")
 NRT = ("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies")

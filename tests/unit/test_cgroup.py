@@ -1,10 +1,20 @@
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 
-from koordlet.host.cgroup import (Cgroups, CgroupVersion, Driver, KubeQOS, Layout, detect_driver, detect_version,
-                                  parse_container_id, parse_cpu_list)
+from koordlet.host.cgroup import (
+    Cgroups,
+    CgroupVersion,
+    Driver,
+    KubeQOS,
+    Layout,
+    detect_driver,
+    detect_version,
+    parse_container_id,
+    parse_cpu_list,
+)
 from tests.fakehost import CgroupValues, FakeHost
 
 UID = "6f1a2b3c-0000-4d5e-8f90-123456789abc"
@@ -91,17 +101,17 @@ def test_driver_from_kubelet_cmdline_and_config(tmp_path):
     host.remove("kubepods")
     proc = host.paths.proc_root
     os.makedirs(f"{proc}/4242")
-    open(f"{proc}/4242/comm", "w").write("kubelet\n")
+    Path(f"{proc}/4242/comm").write_text("kubelet\n")
     cfg = tmp_path / "k.yaml"
     cfg.write_text("kind: KubeletConfiguration\ncgroupDriver: cgroupfs\n")
-    open(f"{proc}/4242/cmdline", "wb").write(f"/usr/bin/kubelet\0--config\0{cfg}\0".encode())
+    Path(f"{proc}/4242/cmdline").write_bytes(f"/usr/bin/kubelet\0--config\0{cfg}\0".encode())
     assert detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)[0] is Driver.CGROUPFS
-    open(f"{proc}/4242/cmdline", "wb").write(b"/usr/bin/kubelet\0--v=2\0")     # no --config: cgroupfs
+    Path(f"{proc}/4242/cmdline").write_bytes(b"/usr/bin/kubelet\0--v=2\0")     # no --config: cgroupfs
     assert detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)[0] is Driver.CGROUPFS
-    open(f"{proc}/4242/comm", "w").write("bash\n")                             # no kubelet: systemd
+    Path(f"{proc}/4242/comm").write_text("bash\n")                             # no kubelet: systemd
     assert detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)[0] is Driver.SYSTEMD
-    open(f"{proc}/4242/comm", "w").write("kubelet\n")
-    open(f"{proc}/4242/cmdline", "wb").write(b"/usr/bin/kubelet\0--cgroup-driver=systemd\0")
+    Path(f"{proc}/4242/comm").write_text("kubelet\n")
+    Path(f"{proc}/4242/cmdline").write_bytes(b"/usr/bin/kubelet\0--cgroup-driver=systemd\0")
     assert detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)[0] is Driver.SYSTEMD
 
 
@@ -127,7 +137,7 @@ def test_memory_stat_missing_key_is_an_error(tmp_path):
     rel = host.add_pod(KubeQOS.BURSTABLE, "u1")
     cg = Cgroups.detect(host.paths)
     path = cg.usage_files(rel).memory_stat
-    open(path, "w").write("total_rss 1\n")
+    Path(path).write_text("total_rss 1\n")
     with pytest.raises(ValueError, match="missing total_inactive_anon"):
         cg.read_memory(cg.usage_files(rel))
 

@@ -7,6 +7,7 @@ import errno
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,19 +15,18 @@ import pytest
 from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host import coresched as hc
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS, Layout
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.metrics import AgentMetrics
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.core_sched import CACHE_EXPIRY, CoreSched
-from koordlet.states.node import NodeInfo
-from koordlet.rules.core_sched import (core_sched_rule,
-                                       group_id)
+from koordlet.rules.core_sched import core_sched_rule, group_id
 from koordlet.states.informer import PodMeta, meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, pod_from_k8s
+from tests.builders import host_paths, pod_object
 from tests.fakehost import FakeHost
 from tests.peers.fakecoresched import FakeCoreSchedKernel
-from tests.builders import host_paths, pod_object
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}
@@ -561,8 +561,8 @@ def test_restart_with_core_sched_off_clears_what_was_set(node: Node, kernel: Fak
 
 def test_unsupported_kernel_is_a_no_op(tmp_path: Any, caplog: Any) -> None:
     caplog.set_level(logging.INFO, logger="koordlet.qos.core_sched")
-    kernel = FakeCoreSchedKernel(sched_core=False, supported=(False, "prctl(PR_SCHED_CORE, GET) failed with "
-                                                                    "EINVAL: kernel built without CONFIG_SCHED_CORE"))
+    why = "prctl(PR_SCHED_CORE, GET) failed with EINVAL: kernel built without CONFIG_SCHED_CORE"
+    kernel = FakeCoreSchedKernel(sched_core=False, supported=(False, why))
     node = Node(str(tmp_path), kernel)
     node.host._write(node.host.paths.proc(hc.SYSCTL_SCHED_CORE), "0\n")
     node.add_pod("a", "LS")
@@ -581,11 +581,11 @@ def test_kernel_switch_sysctls_and_sched_features(tmp_path: Any, kernel: FakeCor
     a = node.add_pod("a", "LS")
     node.spec = slo(policy="groupIdentity")
     node.reconcile()
-    assert open(paths.proc(hc.SYSCTL_SCHED_CORE)).read().strip() == "0"    # only switched on when enabled
+    assert Path(paths.proc(hc.SYSCTL_SCHED_CORE)).read_text().strip() == "0"    # only switched on when enabled
     node.spec = slo()
     node.reconcile()
-    assert open(paths.proc(hc.SYSCTL_GROUP_IDENTITY)).read().strip() == "0"
-    assert open(paths.proc(hc.SYSCTL_SCHED_CORE)).read().strip() == "1"
+    assert Path(paths.proc(hc.SYSCTL_GROUP_IDENTITY)).read_text().strip() == "0"
+    assert Path(paths.proc(hc.SYSCTL_SCHED_CORE)).read_text().strip() == "1"
     assert node.cookies(a["c0"]) != {0}
 
     # older Anolis: no sched_core sysctl, the feature lives in sched_features
@@ -594,7 +594,7 @@ def test_kernel_switch_sysctls_and_sched_features(tmp_path: Any, kernel: FakeCor
     node2.host._write(feats, "GENTLE_FAIR_SLEEPERS NO_CORE_SCHED WAKEUP_PREEMPTION\n")
     node2.add_pod("a", "LS")
     node2.reconcile()
-    assert open(feats).read() == "CORE_SCHED"
+    assert Path(feats).read_text() == "CORE_SCHED"
     assert node2.strategy.cookies()
 
 

@@ -11,14 +11,14 @@ import time
 
 import pytest
 
-from koordlet.component import Tick
+from doubles.fakeperf import FakePerfKernel
 from koordlet.collectors.cpi import CPICollector
+from koordlet.component import Tick
 from koordlet.host import perf
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import Container, Pod
-from doubles.fakeperf import FakePerfKernel
 
 UIDS = ["11111111-0000-0000-0000-00000000000" + str(i) for i in range(4)]
 
@@ -130,7 +130,7 @@ def _usage_ns(cgroup: str) -> int:
 
 def _unified_root() -> str | None:
     for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
-        if os.path.exists(os.path.join(root, "cgroup.procs")) and os.path.exists(os.path.join(root, "cgroup.controllers")):
+        if all(os.path.exists(os.path.join(root, name)) for name in ("cgroup.procs", "cgroup.controllers")):
             return root
     return None
 

@@ -12,25 +12,34 @@ import random
 
 import pytest
 
-from koordlet.decode import DecodeError
-
 from koordlet import wire
+from koordlet.decode import DecodeError
 from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, parse_cpu_throttling
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_burst import (
-    BurstLimiter, CPUBurst, NodeState, Operation, adjust_for_node, base_quota_us,
-    ceiling_quota_us, container_operation, node_state, pod_burst_config, static_burst_us,
-    target_quota)
-from koordlet.states.node import NodeInfo
+    BurstLimiter,
+    CPUBurst,
+    NodeState,
+    Operation,
+    adjust_for_node,
+    base_quota_us,
+    ceiling_quota_us,
+    container_operation,
+    node_state,
+    pod_burst_config,
+    static_burst_us,
+    target_quota,
+)
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import CPUBurstStrategy, merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 NOW = 1_000_000.0
@@ -223,7 +232,8 @@ def test_pod_config_overlay():
     node = spec(policy="none").cpu_burst
 
     def cfg(annotation):
-        pod = pod_from_k8s(pod_obj(UID, "p", {"app": (A, "1")}, annotations={wire.ANNOTATION_POD_CPU_BURST: annotation}))
+        pod = pod_from_k8s(pod_obj(UID, "p", {"app": (A, "1")},
+                                   annotations={wire.ANNOTATION_POD_CPU_BURST: annotation}))
         return pod_burst_config(pod, node)
 
     value = cfg(json.dumps({"policy": "cpuBurstOnly", "cpuBurstPercent": 50}))
@@ -278,8 +288,8 @@ def test_only_burstable_classes_and_active_pods(env):
 
 
 def test_annotation_overlay_and_malformed(env, caplog):
-    good = env.add(pod_obj(UID, "good", {"app": (A, "2")},
-                           annotations={wire.ANNOTATION_POD_CPU_BURST: '{"policy":"cpuBurstOnly","cpuBurstPercent":50}'}))
+    burst = '{"policy":"cpuBurstOnly","cpuBurstPercent":50}'
+    good = env.add(pod_obj(UID, "good", {"app": (A, "2")}, annotations={wire.ANNOTATION_POD_CPU_BURST: burst}))
     bad = env.add(pod_obj(UID2, "broken", {"app": (B, "2")}, annotations={wire.ANNOTATION_POD_CPU_BURST: "{oops"}))
     strategy = CPUBurst(env.cache, 1.0)
     slo = spec(policy="none")

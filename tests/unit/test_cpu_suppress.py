@@ -16,16 +16,28 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.topology import CPU, CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_suppress import (
-    CPUSuppress, FilteredUsage, Processor, be_cfs_quota, be_cpuset_size, be_suppress_cpuset, be_suppress_milli,
-    filter_used, is_non_be_host_app, is_non_be_pod, node_reserved_milli, processors_of, select_cpus)
-from koordlet.states.node import NodeInfo
+    CPUSuppress,
+    FilteredUsage,
+    Processor,
+    be_cfs_quota,
+    be_cpuset_size,
+    be_suppress_cpuset,
+    be_suppress_milli,
+    filter_used,
+    is_non_be_host_app,
+    is_non_be_pod,
+    node_reserved_milli,
+    processors_of,
+    select_cpus,
+)
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import CgroupPath, HostApplicationSpec, merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 NOW = 1_000_000.0
 LS_UID = "11111111-0000-0000-0000-000000000001"
@@ -43,7 +55,8 @@ def ht_topology() -> Topology:
         core = cpu % 4
         cpus.append(CPU(id=cpu, online=True, node=node, socket=node, core=core, physical_package_id=node,
                         core_id=core % 2, siblings=(core, core + 4)))
-    nodes = (NUMANode(0, (0, 1, 4, 5), {"MemTotal": 16 * 2**20}, {}), NUMANode(1, (2, 3, 6, 7), {"MemTotal": 16 * 2**20}, {}))
+    nodes = (NUMANode(0, (0, 1, 4, 5), {"MemTotal": 16 * 2**20}, {}),
+             NUMANode(1, (2, 3, 6, 7), {"MemTotal": 16 * 2**20}, {}))
     return Topology(cpus=tuple(cpus), nodes=nodes, packages=(), cores=(), caches=(), online=tuple(range(8)),
                     offline=(), present=tuple(range(8)), possible=tuple(range(8)), numa_from_sysfs=True,
                     basic=CPUBasicInfo())

@@ -446,8 +446,8 @@ def test_one_of_any_of_nullable_and_open_maps(tmp_path):
         "either: matches no anyOf branch (4 is greater than maximum 3; expected string, got integer 4)",
         "ratio: nan is not a finite number"]
     assert schemas.validate(widget(choice=1.5)) == [
-        "choice: matches no oneOf branch (expected integer, got number 1.5; expected integer, got number 1.5; "
-        "expected string, got number 1.5)"]
+        ("choice: matches no oneOf branch (expected integer, got number 1.5; expected integer, got number 1.5; "
+         "expected string, got number 1.5)")]
 
 
 @pytest.mark.parametrize("keyword", [{"x-kubernetes-validations": [{"rule": "self.a > 0"}]},

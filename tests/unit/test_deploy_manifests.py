@@ -87,9 +87,9 @@ def covering(ms: list[Mount], path: str) -> tuple[Mount, str] | None:
     path = posixpath.normpath(path)
     best = None
     for m in ms:
-        if path == m.path or path.startswith(m.path.rstrip("/") + "/"):
-            if best is None or len(m.path) > len(best.path):
-                best = m
+        inside = path == m.path or path.startswith(m.path.rstrip("/") + "/")
+        if inside and (best is None or len(m.path) > len(best.path)):
+            best = m
     return None if best is None else (best, posixpath.relpath(path, best.path))
 
 
@@ -397,7 +397,7 @@ def test_network_attachment_uses_the_proxy_resource_name():
     (nad,) = [d for d in docs("multus-podresources.yaml") if d.get("kind") == "NetworkAttachmentDefinition"]
     assert nad["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == wire.RESOURCE_RDMA
     config = yaml.safe_load(nad["spec"]["config"])              # JSON is YAML: the CNI config must parse
-    assert config["name"] and config.get("plugins") or config.get("type")
+    assert (config["name"] and config.get("plugins")) or config.get("type")
 
 
 def test_service_account_matches_rbac(agent, hami):

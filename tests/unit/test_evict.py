@@ -17,17 +17,33 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import AgentMetrics
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.evict import (
-    BECPUSample, EvictTask, Evictor, PodEvictInfo, be_cpu_release_milli, be_cpu_victims, be_memory_victims,
-    check_be_cpu_config, check_cpu_config, check_memory_config, cpu_usage_release_milli, eviction_policy_allows,
-    eviction_priority, kill_and_evict, label_priority, memory_release_bytes, priority_value, priority_victims)
-from koordlet.states.node import NodeInfo
+    BECPUSample,
+    Evictor,
+    EvictTask,
+    PodEvictInfo,
+    be_cpu_release_milli,
+    be_cpu_victims,
+    be_memory_victims,
+    check_be_cpu_config,
+    check_cpu_config,
+    check_memory_config,
+    cpu_usage_release_milli,
+    eviction_policy_allows,
+    eviction_priority,
+    kill_and_evict,
+    label_priority,
+    memory_release_bytes,
+    priority_value,
+    priority_victims,
+)
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import ResourceThresholdStrategy, merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 NOW = 1_000_000.0
 GiB = 2**30

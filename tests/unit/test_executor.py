@@ -10,7 +10,7 @@ import os
 import pytest
 
 from koordlet.executor import Executor, Merge, Update
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.metrics import AgentMetrics
 
 

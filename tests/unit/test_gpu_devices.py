@@ -13,16 +13,20 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
+import pynvml as real_pynvml
 import pytest
 
-from koordlet.component import Tick
+from doubles import fakenvml
+from doubles.fakepci import FakePci
 from koordlet import wire
 from koordlet.cli import main
 from koordlet.collectors.gpu import GpuDevices
+from koordlet.component import Tick
 from koordlet.host.cgroup import CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.nvml import Gpu, Nvml, NvmlUnavailable
 from koordlet.host.paths import HostPaths
@@ -31,18 +35,14 @@ from koordlet.metriccache import MetricCache, Sample, labels
 from koordlet.metrics import AgentMetrics
 from koordlet.reporters import device
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
-from koordlet.states.node import NodeInfo
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated
 from koordlet.states.informer import PodMeta, meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
-from doubles.fakepci import FakePci
-from doubles import fakenvml
+from tests.fakehost import CgroupValues, FakeHost
 from tests.peers.crdschema import CrdSchemas
 from tests.waits import wait_for
-
-import pynvml as real_pynvml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = CrdSchemas.load(REPO_ROOT / "deploy" / "crds")
@@ -819,7 +819,7 @@ def test_node_metric_devices():
                     Sample("pod_memory_usage", labels(pod_uid="u-c"), ts, GiB)]
     series = {0: ((33, 10 * GiB), (34, 20 * GiB)), 1: ((100, 40 * GiB), (100, 40 * GiB))}
     for minor, points in series.items():
-        for ts, (core, memory) in zip((NOW - 200, NOW - 100), points):
+        for ts, (core, memory) in zip((NOW - 200, NOW - 100), points, strict=False):
             lb = gpu_labels(minor, uuid(0x200 + minor))
             samples += [Sample("node_gpu_core_usage", lb, ts, core), Sample("node_gpu_memory_usage", lb, ts, memory),
                         Sample("node_gpu_memory_total", lb, ts, 46068 * MiB)]

@@ -7,13 +7,20 @@ bandwidth: NVLink 2.0-4.0 = 25 GB/s, so 2 links = "50G", 4 links = "100G", 18 sw
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from itertools import combinations
-from typing import Iterable
 
 import pytest
 
-from koordlet.reporters.gpu_partitions import (PCIE_HOSTBRIDGE, PCIE_MULTIPLE, PCIE_NODE, PCIE_SINGLE, PCIE_SYSTEM,
-                                               GpuLinks, derive_partitions)
+from koordlet.reporters.gpu_partitions import (
+    PCIE_HOSTBRIDGE,
+    PCIE_MULTIPLE,
+    PCIE_NODE,
+    PCIE_SINGLE,
+    PCIE_SYSTEM,
+    GpuLinks,
+    derive_partitions,
+)
 
 NVLINK_2_0, NVLINK_3_0, NVLINK_4_0, UNKNOWN = 2, 4, 6, 0
 

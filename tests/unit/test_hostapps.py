@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from koordlet.component import Tick
 from koordlet.collectors.usage import UsageCollection
+from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, Layout
 from koordlet.host.procfs import CLK_TCK
 from koordlet.metriccache import MetricCache, Sample
@@ -68,7 +68,7 @@ def test_collection_system_remainder_and_node_metric(tmp_path):
                          {"name": "missing", "qos": "BE"}])
     host.set_cgroup("host-latency-sensitive/nginx", CgroupValues(cpu_ns=0, anon=100 * MiB, active_file=20 * MiB))
     host.set_proc_stat(busy=1000, idle=0)
-    coll.collect(Tick(time.time(), (), tuple(apps)))                                  # first counter reading: no CPU rate yet
+    coll.collect(Tick(time.time(), (), tuple(apps)))       # first counter reading: no CPU rate yet
     host.set_cgroup("host-latency-sensitive/nginx", CgroupValues(cpu_ns=int(1e9), anon=100 * MiB,
                                                                  active_file=20 * MiB))
     host.set_proc_stat(busy=1000 + 2 * CLK_TCK, idle=0)
@@ -122,7 +122,7 @@ def test_an_app_dir_that_resolves_outside_the_root_is_dropped_and_written_nowher
         os.makedirs(cgroups.path(sub, "host-best-effort/logagent"), exist_ok=True)
         os.makedirs(cgroups.path(sub, "host-latency-sensitive"), exist_ok=True)
         os.symlink(outside, os.path.join(cgroups.path(sub, "host-latency-sensitive"), "nginx"))
-    informer = PodsInformer(lambda: [], 60.0, "standalone")
+    informer = PodsInformer(list, 60.0, "standalone")
     informer.sync()
     config = build(environ={}, flags={"standalone": True, "node-name": "n", "nodeslo-file": str(nodeslo)})
     state = NodeState(config, host.paths, cgroups, informer, slo_file=NodeSLOFile(str(nodeslo), "n"))

@@ -7,18 +7,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from doubles import fakenvml
+from koordlet.agent import kubelet_client, pod_source
 from koordlet.cli import component_support, main
 from koordlet.config import build
-from koordlet.agent import kubelet_client, pod_source
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host import probes
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
+from tests.builders import host_paths, pod_object
 from tests.fakehost import CgroupValues, FakeHost
-from doubles import fakenvml
 from tests.peers.crdschema import CrdSchemas
 from tests.peers.kubelet_double import KubeletDouble
-from tests.builders import host_paths, pod_object
 
 A, B = "a" * 64, "b" * 64
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -5,22 +5,33 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import pytest
 
-from koordlet.component import Tick
 from koordlet.collectors.memory import ColdPageCollector, PageCacheCollector
+from koordlet.component import Tick
 from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.host.kidled import (BUCKETS, COLD_ROWS, ROWS, IdlePageStats, cold_bytes, kidled_params,
-                                  kidled_supported, parse_idle_page_stats, read_scan_period, scan_period_path,
-                                  use_hierarchy_path)
+from koordlet.host.kidled import (
+    BUCKETS,
+    COLD_ROWS,
+    ROWS,
+    IdlePageStats,
+    cold_bytes,
+    kidled_params,
+    kidled_supported,
+    parse_idle_page_stats,
+    read_scan_period,
+    scan_period_path,
+    use_hierarchy_path,
+)
 from koordlet.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 A, B = "a" * 64, "b" * 64
 MiB = 2**20
@@ -79,7 +90,7 @@ def test_cold_bytes_are_inactive_file_rows_from_bucket_five():
     assert cold_bytes(stats) == REAL_COLD
     # [30,60) (index 4) is not cold; active file, anon and slab never are
     assert cold_bytes(stats, boundary=4) == REAL_COLD + 1 * MiB + 4096
-    assert cold_bytes(IdlePageStats(rows={r: (0, 0, 0, 0, 0, 1, 0, 0) for r in ROWS})) == len(COLD_ROWS)
+    assert cold_bytes(IdlePageStats(rows=dict.fromkeys(ROWS, (0, 0, 0, 0, 0, 1, 0, 0)))) == len(COLD_ROWS)
 
 
 def test_upstream_test_file_with_go_indentation():
@@ -248,8 +259,8 @@ def test_start_writes_kidled_switches_through_the_executor(tmp_path):
     assert coll.supported() == (True, os.path.dirname(scan_period_path(host.paths)))
     assert not coll.running
     assert coll.start() is True and coll.running
-    assert open(scan_period_path(host.paths)).read() == "5"
-    assert open(use_hierarchy_path(host.paths)).read() == "1"
+    assert Path(scan_period_path(host.paths)).read_text() == "5"
+    assert Path(use_hierarchy_path(host.paths)).read_text() == "1"
     assert [(os.path.basename(str(e["file"])), e["old"], e["new"], e["reason"]) for e in ex.events()] == [
         ("scan_period_in_seconds", "0", "5", "cold-page-collector"), ("use_hierarchy", "0", "1", "cold-page-collector")]
     assert coll.start() is True and len(ex.events()) == 2           # once
@@ -268,7 +279,7 @@ def test_start_without_executor_only_reports_what_runs(tmp_path):
     host, cg = kidled_host(tmp_path)
     coll = ColdPageCollector(host.paths, cg, AgentMetrics("n1"))
     assert coll.start() is False                                     # scan period 0: kidled stopped, not touched
-    assert open(scan_period_path(host.paths)).read() == "0\n"
+    assert Path(scan_period_path(host.paths)).read_text() == "0\n"
     host._write(scan_period_path(host.paths), "120\n")               # someone else runs kidled
     assert coll.start() is True
 

@@ -12,22 +12,29 @@ from dataclasses import replace
 
 import pytest
 
-from koordlet.decode import DecodeError
-
 from koordlet import wire
+from koordlet.decode import DecodeError
 from koordlet.executor import MAX_INT64, Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.topology import read_topology
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.memory_qos import (
-    NONE_MEMORY_QOS, PAGE_SIZE, MemoryQOS, MemorySettings, class_memory_qos, container_settings,
-    pod_memory_qos, pod_settings, qos_settings)
-from koordlet.states.node import NodeInfo
+    NONE_MEMORY_QOS,
+    PAGE_SIZE,
+    MemoryQOS,
+    MemorySettings,
+    class_memory_qos,
+    container_settings,
+    pod_memory_qos,
+    pod_settings,
+    qos_settings,
+)
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import MemoryQOSCfg, merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 GiB, MiB = 2**30, 2**20
 A, B, C = "a" * 64, "b" * 64, "c" * 64

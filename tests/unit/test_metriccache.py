@@ -335,7 +335,7 @@ def test_max_bytes_deletes_oldest_chunks_and_bounds_file(tmp_path) -> None:
     clock = FakeClock(T0)
     cache = MetricCache(d, memory_window=30, max_bytes=max_bytes, clock=clock)
     rng = random.Random(3)
-    for flush_no in range(30):  # 30 flushes x 40 series x 20 random (incompressible) values
+    for _flush_no in range(30):  # 30 flushes x 40 series x 20 random (incompressible) values
         batch = []
         for s in range(40):
             batch += samples("cpu", {"pod": f"p{s}"}, [(clock.now + i, rng.random()) for i in range(20)])
@@ -470,13 +470,13 @@ def test_flush_is_one_transaction_and_failed_flush_is_retried(tmp_path, caplog) 
             self._c = conn
             self.failed = False
 
-        def executemany(self, *a):  # noqa: ANN002, ANN202
+        def executemany(self, *a):
             if not self.failed:
                 self.failed = True
                 raise sqlite3.OperationalError("database or disk is full")
             return self._c.executemany(*a)
 
-        def __getattr__(self, name: str):  # noqa: ANN204
+        def __getattr__(self, name: str):
             return getattr(self._c, name)
 
     real = cache._conn

@@ -11,18 +11,17 @@ import random
 
 import pytest
 
-from koordlet.decode import DecodeError
-
 from koordlet import wire
+from koordlet.decode import DecodeError
 from koordlet.executor import Executor
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC_H_ROOT, Filter, Link, Qdisc, TCState, htb_class
 from koordlet.host.paths import HostPaths
-from koordlet.states.nodestate import NodeView
 from koordlet.qos import net_qos as nq
-from koordlet.states.node import NodeInfo
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object
 
@@ -175,7 +174,7 @@ def test_minor_is_stable_and_collisions_are_resolved_stably():
 
 
 def test_net_cls_classid_values():
-    assert nq.net_cls_classid(nq.NET_BE, None) == 0x10004 == 65540
+    assert nq.net_cls_classid(nq.NET_BE, None) == 0x10004            # 65540
     assert nq.net_cls_classid(nq.NET_LS, None) == 0x10003
     assert nq.net_cls_classid(nq.NET_SYSTEM, None) == 0x10002
     assert nq.net_cls_classid(nq.NET_NONE, None) is None

@@ -14,8 +14,13 @@ import pytest
 import yaml
 
 from koordlet.states.nodeslo import (
-    NodeSLOFile, SLOControllerConfig, default_node_slo_spec, match_label_selector, merge_node_slo_spec,
-    node_slo_from_object)
+    NodeSLOFile,
+    SLOControllerConfig,
+    default_node_slo_spec,
+    match_label_selector,
+    merge_node_slo_spec,
+    node_slo_from_object,
+)
 
 LOGGER = "koordlet.states.nodeslo"
 

@@ -10,9 +10,9 @@ import pytest
 
 from koordlet.executor import Executor
 from koordlet.host.cgroup import KubeQOS
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.node import NodeInfo
+from koordlet.states.nodestate import NodeView
 from nri_plugin.hooks import HookFeatures, Hooks, kube_qos_of_parent
 from proto.nri import api_pb2 as api
 from tests.builders import pod_object
@@ -54,7 +54,7 @@ def container(pod: api.PodSandbox, name: str = "c0", cid: str | None = None, sha
 
 
 def be_spec(*names: str) -> dict[str, str]:
-    return {SPEC: json.dumps({"containers": {n: BATCH for n in names}})}
+    return {SPEC: json.dumps({"containers": dict.fromkeys(names, BATCH)})}
 
 
 def view(pods=(), policy=None, **slo_kw) -> NodeView:
@@ -63,7 +63,7 @@ def view(pods=(), policy=None, **slo_kw) -> NodeView:
 
 
 def hooks(tmp_path, v: NodeView | None = None, features=HookFeatures(), **kw) -> Hooks:
-    paths, cg, _ = fake_host(tmp_path, files=())
+    _paths, cg, _ = fake_host(tmp_path, files=())
     return Hooks(features, cg.layout, lambda: v, **kw)
 
 
@@ -196,7 +196,7 @@ def test_kube_qos_from_the_cgroup_parent(parent, qos):
 
 
 def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
-    paths, cg, files = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
+    _paths, cg, files = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
     for q in KubeQOS:
         mkcg(cg, cg.layout.qos_dir(q), files)
     be_dir = cg.layout.pod_dir(KubeQOS.BESTEFFORT, "u-be")
@@ -214,9 +214,9 @@ def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
     assert value(cg, "cpu", ls_dir, "cpu.bvt_warp_ns") == "2"
     assert value(cg, "cpu", ls_dir, "cpu.shares") == "1024"        # no resources known: batch sums not guessed
     # the reconciler, given the same pod from the kubelet, has nothing left to do at the pod level
+    from koordlet.states.informer import meta_for
     from tests.unit.test_qos_rules import pod as k8s_pod
     from tests.unit.test_qos_strategies import with_uid
-    from koordlet.states.informer import meta_for
     be_pod = with_uid(k8s_pod("BE", "BestEffort", containers=(BATCH, BATCH)), "u-be")
     meta = meta_for(be_pod, cg.layout)
     pod_s, _ = PodResources().desired(meta, v)
@@ -226,7 +226,7 @@ def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
 def test_post_start_wakes_the_reconciler_for_cookies_only(tmp_path):
     woken = []
     v = view(policy="coreSched", ls=ALL_ON)
-    paths, cg, _ = fake_host(tmp_path, files=())
+    _paths, cg, _ = fake_host(tmp_path, files=())
     h = Hooks(HookFeatures(core_sched=True), cg.layout, lambda: v, nudge=lambda: woken.append(1))
     ls, be = sandbox("u-ls", "LS"), sandbox("u-be", "BE", "besteffort")
     h.post_start_container(be, container(be))
@@ -240,7 +240,7 @@ def test_gpu_injection_through_create_container(tmp_path, caplog):
     uid = "11111111-2222-3333-4444-555555555555"
     host = HostLayout(libvgpu=str(tmp_path / "libvgpu.so"), lock_dir=str(tmp_path / "lock"),
                       cache_root=str(tmp_path / "containers"))
-    paths, cg, _ = fake_host(tmp_path, files=())
+    _paths, cg, _ = fake_host(tmp_path, files=())
     h = Hooks(HookFeatures(gpu_env=True), cg.layout, lambda: None, hami=host)
     alloc = json.dumps({"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-memory": "8Gi",
                                                            "koordinator.sh/gpu-core": "25",
@@ -274,10 +274,10 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
     becomes a path."""
     import stat
 
+    from doubles.fakepci import FakePci
     from koordlet.host.paths import HostPaths
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import pod_from_k8s
-    from doubles.fakepci import FakePci
     host = HostPaths.under(str(tmp_path / "host"))
     pci = FakePci(host.sys_root)
     pci.add("0000:09:00.0", pci_class="0x020000", vendor="0x15b3", device="0x101b")
@@ -298,7 +298,7 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
                      spec_containers=[{"name": "app", "resources": {"limits": {"koordinator.sh/rdma": "1"}}},
                                       {"name": "log"}], statuses=False)
     known = view([PodMeta(pod_from_k8s(obj), f"kubepods/burstable/pod{uid}", ())])
-    paths, cg, _ = fake_host(tmp_path, files=())
+    _paths, cg, _ = fake_host(tmp_path, files=())
     h = Hooks(HookFeatures(rdma_devices=True), cg.layout, lambda: known, host=host, dev_root=str(dev))
     pod = sandbox(uid, annotations=allocated("0000:09:00.4"), name="train")
     adjust = h.create_container(pod, container(pod, "app"))

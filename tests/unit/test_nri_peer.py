@@ -10,14 +10,14 @@ import shutil
 import socket
 import struct
 import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
 
 import pytest
 
+from doubles.nriruntime import FakeRuntime, TTRPCError
 from proto.nri import api_pb2 as api
 from proto.ttrpc import ttrpc_pb2
-from doubles.nriruntime import FakeRuntime, TTRPCError
 
 KOORD_EVENTS = 0x8D   # RunPodSandbox | RemovePodSandbox | CreateContainer | UpdateContainer
 
@@ -295,7 +295,7 @@ def test_split_sync(runtime, echo: bool) -> None:
 
 
 def _frame_sizes_of_one_message(plugin: RawPlugin) -> list[int]:
-    conn, first = plugin.frame()
+    _conn, first = plugin.frame()
     sizes, total = [len(first)], struct.unpack(">I", first[:4])[0] + 10
     while sum(sizes) < total:
         sizes.append(len(plugin.frame()[1]))

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from doubles.fakepci import FakePci
 from koordlet.host.paths import HostPaths
 from koordlet.host.pci import PciPlacement, driver_bus_ids, normalize_bus_id, placement
 from koordlet.host.rdma import RdmaDevice, discover_rdma
-from doubles.fakepci import FakePci
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sysfs-hwloc"
 PCI_DUMP = "40intel64-2g2n4c+pcilocality"
@@ -160,8 +160,8 @@ def test_discover_rdma(rdma_host):
                                           ("0000:85:00.0", "0000:86:00.0", "0000:87:00.0")),
                    vfs=("0000:88:00.1", "0000:88:00.2"), vf_enabled=True),
     ]
-    assert problems == [f"{rdma_host.sys_root}/bus/pci/devices/0000:5e:00.0/infiniband: 'rocep94s0f0' is not an "
-                        "mlx<N>_<minor> name; device skipped"]
+    assert problems == [(f"{rdma_host.sys_root}/bus/pci/devices/0000:5e:00.0/infiniband: 'rocep94s0f0' is not an "
+                         "mlx<N>_<minor> name; device skipped")]
 
 
 @pytest.mark.parametrize("ports, healthy", [

@@ -7,17 +7,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
 from koordlet.kubeapi import ApiError, ConfigError, KubeApi
 from koordlet.states.apiserver import ApiServerPodSource
 from koordlet.states.kubelet import KubeletClient, KubeletError
+from tests.builders import pod_object
 from tests.peers.apiserver_double import ApiServerDouble, Request, status_object, write_kubeconfig
 from tests.peers.kubelet_double import KubeletDouble, TlsFiles, make_self_signed_cert, openssl_available
-from tests.builders import pod_object
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +181,8 @@ def test_garbage_json_is_an_error(kubelet: KubeletDouble, http_client: Any) -> N
 
 
 @pytest.mark.parametrize(
-    "body", [b'{"kind":"Status","status":"Failure"}', b"[1, 2]", b'{"kubeletconfig":{}}', b'{"kind":"PodList","items":[1]}']
+    "body", [b'{"kind":"Status","status":"Failure"}', b"[1, 2]", b'{"kubeletconfig":{}}',
+             b'{"kind":"PodList","items":[1]}']
 )
 def test_json_that_is_not_a_pod_list_is_an_error(kubelet: KubeletDouble, http_client: Any, body: bytes) -> None:
     kubelet.raw_body = body

@@ -12,8 +12,8 @@ from koordlet.podresources.merge import assign, merge
 from koordlet.rules.devices import allocation_ids, device_count
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from koordlet.states.pod import pod_from_k8s
-from tests import builders
 from proto.podresources import api_pb2 as pb
+from tests import builders
 
 GPU0, GPU1 = "GPU-5b1f0000-0000-0000-0000-000000000000", "GPU-7c2e0000-0000-0000-0000-000000000000"
 RDMA_PF, VF_A, VF_B = "0000:09:00.0", "0000:09:00.4", "0000:09:00.5"

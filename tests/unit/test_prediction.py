@@ -12,10 +12,25 @@ import os
 import pytest
 
 from koordlet.prediction.histogram import DecayingHistogram, ExponentialBuckets, format_go_time, parse_go_time
-from koordlet.prediction.reclaimable import (PodRequest, ReclaimPrediction, combine, node_allocatable,
-                                             pod_predictor, predict_prod_reclaimable, priority_predictor)
-from koordlet.prediction.server import (NODE_KEY, PeakPredictServer, PodUsage, PredictionConfig, Resources,
-                                        TrainingSamples, Usage, node_item_key)
+from koordlet.prediction.reclaimable import (
+    PodRequest,
+    ReclaimPrediction,
+    combine,
+    node_allocatable,
+    pod_predictor,
+    predict_prod_reclaimable,
+    priority_predictor,
+)
+from koordlet.prediction.server import (
+    NODE_KEY,
+    PeakPredictServer,
+    PodUsage,
+    PredictionConfig,
+    Resources,
+    TrainingSamples,
+    Usage,
+    node_item_key,
+)
 
 # 1.8e9 s = 2027-01-15T08:00:00Z, a whole number of hours (and days) after Go's zero time, so a reference
 # timestamp rounded to a 1 h or 12 h half-life lands exactly on it.
@@ -266,8 +281,8 @@ def test_restore_missing_or_unreadable_directory_starts_empty(tmp_path, caplog):
     s = server(tmp_path)
     assert s.restore(known_pod_uids=()) == 0
     assert s.predict(NODE_KEY) is None
-    assert [r.getMessage() for r in caplog.records] == [f"prediction checkpoints absent, starting empty "
-                                                        f"dir={tmp_path / 'ckpt'}"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"prediction checkpoints absent, starting empty dir={tmp_path / 'ckpt'}"]
     (tmp_path / "file").write_text("x")
     s = PeakPredictServer(PredictionConfig(checkpoint_dir=str(tmp_path / "file")))
     assert s.restore(known_pod_uids=()) == 0

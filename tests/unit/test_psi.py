@@ -3,15 +3,15 @@ import os
 
 import pytest
 
-from koordlet.component import Tick
 from koordlet.collectors.psi import PSICollector
+from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.host.psi import PSI, PSILine, ZERO_LINE, cgroup_psi, node_psi, parse_pressure, read_pressure
+from koordlet.host.psi import PSI, ZERO_LINE, PSILine, cgroup_psi, node_psi, parse_pressure, read_pressure
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import host_paths, pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 

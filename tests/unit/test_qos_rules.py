@@ -7,12 +7,11 @@ import json
 import pytest
 
 from koordlet.decode import DecodeError
-
 from koordlet.host.cgroup import KubeQOS
-from koordlet.states.nodestate import NodeView
-from koordlet.states.node import NodeInfo
 from koordlet.rules import cpu_qos, resources
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object
 
@@ -37,7 +36,8 @@ def pod(qos_label=None, kube="Burstable", annotations=None, labels=None, contain
     if qos_label is not None:
         lb["koordinator.sh/qosClass"] = qos_label
     return pod_from_k8s(pod_object("u-1", "p", namespace="ns", labels=lb, annotations=dict(annotations or {}),
-                                   qos=kube, phase=None, containers={f"c{i}": f"{i:064x}" for i in range(len(containers))},
+                                   qos=kube, phase=None,
+                                   containers={f"c{i}": f"{i:064x}" for i in range(len(containers))},
                                    resources={f"c{i}": res for i, res in enumerate(containers)}))
 
 

@@ -4,18 +4,19 @@ this VM lacks) and the reconciler's isolation of a failing strategy."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from koordlet.executor import Executor
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.metrics import AgentMetrics
-from koordlet.states.nodestate import NodeView
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
-from koordlet.states.node import NodeInfo
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
+from koordlet.states.node import NodeInfo
+from koordlet.states.nodestate import NodeView
 from tests.unit.test_qos_rules import BATCH, pod, slo
 
 ALL_ON = {"enable": True}
@@ -95,8 +96,8 @@ def test_group_identity_on_an_anolis_tree(tmp_path, caplog):
     assert value(cg, "cpu", "kubepods/besteffort/poddangling", "cpu.bvt_warp_ns") == "-1"
     assert value(cg, "cpu", "host-best-effort/logagent", "cpu.bvt_warp_ns") == "-1"
     # GI on: core scheduling off first, then the GI switch
-    assert open(paths.proc("sys/kernel/sched_core")).read() == "0"
-    assert open(paths.proc("sys/kernel/sched_group_identity_enabled")).read() == "1"
+    assert Path(paths.proc("sys/kernel/sched_core")).read_text() == "0"
+    assert Path(paths.proc("sys/kernel/sched_group_identity_enabled")).read_text() == "1"
     assert caplog.text.count("koordinator.sh/cpuQOS: not JSON") == 1
     assert value(cg, "cpu", "kubepods/besteffort", "cpu.idle") == "0"     # bvt works: idle left alone
     before = len(ex.events())
@@ -132,7 +133,7 @@ def test_no_bvt_kernel_uses_cpu_idle_for_be(tmp_path):
 
 
 def test_pod_resources_cpuset_and_batch(tmp_path, caplog):
-    paths, cg, files = fake_host(tmp_path, files=())
+    _paths, cg, files = fake_host(tmp_path, files=())
     pinned = with_uid(pod("LSR", "Guaranteed", containers=({},),
                           annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'}), "u-lsr")
     ls = with_uid(pod("LS", "Burstable", containers=({},)), "u-ls")

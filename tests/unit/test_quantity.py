@@ -3,8 +3,8 @@ import pytest
 from koordlet.quantity import format_bytes, format_milli, milli, parse_quantity
 
 
-@pytest.mark.parametrize("m,text", [(0, "0"), (1250, "1250m"), (2000, "2"), (1500, "1500m"), (12000, "12"), (12000000, "12k"),
-                                    (7, "7m"), (1000000000, "1M"), (-250, "-250m")])
+@pytest.mark.parametrize("m,text", [(0, "0"), (1250, "1250m"), (2000, "2"), (1500, "1500m"), (12000, "12"),
+                                    (12000000, "12k"), (7, "7m"), (1000000000, "1M"), (-250, "-250m")])
 def test_format_milli_canonical(m, text):
     assert format_milli(m) == text
     assert milli(text) == m                      # round-trips through our parser

@@ -11,20 +11,19 @@ from typing import Any
 
 import pytest
 
+from doubles.fakeresctrl import AMD, INTEL, FakeResctrl, Profile
 from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host import resctrl as hr
-from koordlet.host.cgroup import CgroupVersion, Cgroups, Driver, KubeQOS, Layout
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
 from koordlet.metrics import AgentMetrics
-from koordlet.states.nodestate import NodeView
-from koordlet.qos.resctrl import (Resctrl, class_schemata, l3_mask, mb_value,
-                                  parse_pod_resctrl, pod_schemata)
-from koordlet.states.node import NodeInfo
+from koordlet.qos.resctrl import Resctrl, class_schemata, l3_mask, mb_value, parse_pod_resctrl, pod_schemata
 from koordlet.states.informer import PodMeta, meta_for
+from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOSpec, ResctrlQOSCfg, merge_node_slo_spec
+from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Container, Pod
-from doubles.fakeresctrl import AMD, INTEL, FakeResctrl, Profile
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}
@@ -216,7 +215,7 @@ class Env:
         pod = Pod(uid=uid, name=f"p-{uid}", namespace="ns", kube_qos=KUBE[kube], labels=labels,
                   annotations=annotations, phase=phase, containers=tuple(c for c, _ in cs), created=created)
         meta = meta_for(pod, self.layout)
-        for (_, rel), (_, tids) in zip(meta.containers, cs):
+        for (_, rel), (_, tids) in zip(meta.containers, cs, strict=False):
             self.write_tids(rel, tids)
         if sandbox is not None:
             self.write_tids(f"{meta.cgroup_dir}/{self._next_id:064x}", sandbox)
@@ -506,7 +505,8 @@ def test_malformed_annotation(tmp_path: Any, caplog: pytest.LogCaptureFixture) -
         env.cycle()
         env.cycle()
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "ns/p-bad" in lines[0] and wire.ANNOTATION_POD_RESCTRL in lines[0] and "40, 20" in lines[0]
+    assert len(lines) == 1
+    assert "ns/p-bad" in lines[0] and wire.ANNOTATION_POD_RESCTRL in lines[0] and "40, 20" in lines[0]
     assert env.fake.group_of(91) == "BE" and env.fake.group_of(92) == "koordlet-good"
     assert "koordlet-bad" not in hr.list_groups(env.fake.root)
 

@@ -6,8 +6,8 @@ import yaml
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.states.standalone import StandalonePodSource, load_pods_file
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 A, B = "a" * 64, "b" * 64
 

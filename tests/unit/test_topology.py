@@ -24,11 +24,25 @@ import yaml
 
 from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.paths import HostPaths
-from koordlet.host.topology import (Topology, parse_cpu_manager_state, parse_cpu_mask, parse_node_meminfo,
-                                    read_cpu_manager_state, read_topology)
-from koordlet.topology import (ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY, cpu_basic_info_annotation,
-                               cpu_topology_annotation, format_cpu_list, go_json, render, to_dict,
-                               topology_annotations)
+from koordlet.host.topology import (
+    Topology,
+    parse_cpu_manager_state,
+    parse_cpu_mask,
+    parse_node_meminfo,
+    read_cpu_manager_state,
+    read_topology,
+)
+from koordlet.topology import (
+    ANNOTATION_CPU_BASIC_INFO,
+    ANNOTATION_CPU_TOPOLOGY,
+    cpu_basic_info_annotation,
+    cpu_topology_annotation,
+    format_cpu_list,
+    go_json,
+    render,
+    to_dict,
+    topology_annotations,
+)
 from tests.builders import host_paths
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -320,7 +334,7 @@ def test_interleaved_packages_number_cores_by_cpu_like_lscpu(loaded):
     """40intel64: cpu0 is on package 0, cpu1 on package 1, ... hwloc's Core L# walks its tree (distance group
     {packages 0, 2} first), lscpu's CORE (and ours) counts by CPU number: cpu1 is core 1 here, Core L#20 in hwloc."""
     topo, hw, _ = loaded(FIXTURE_LIST[2])
-    hw_l = {frozenset(cpus): l for l, _, cpus in hw.cores}
+    hw_l = {frozenset(cpus): logical for logical, _, cpus in hw.cores}
     assert hw_l[frozenset({1})] == 20
     cpu1 = topo.cpu(1)
     assert (cpu1.core, cpu1.socket, cpu1.node, cpu1.l3) == (1, 1, 1, 1)

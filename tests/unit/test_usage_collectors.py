@@ -1,18 +1,19 @@
-import time
 import os
+import time
+from pathlib import Path
 
 import pytest
 
-from koordlet.component import Tick
 from koordlet.collectors.usage import NUMACollector, SharedState, UsageCollection
+from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.procfs import CLK_TCK, read_cpu_stat
 from koordlet.host.topology import read_topology
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from tests.fakehost import CgroupValues, FakeHost
 from tests.builders import pod_object
+from tests.fakehost import CgroupValues, FakeHost
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 MiB = 2**20
@@ -48,7 +49,7 @@ def pods_for(host, cg):
 
 
 def test_node_pod_container_system_usage(setup):
-    host, cg, metrics, coll = setup
+    host, cg, _metrics, coll = setup
     host.set_proc_stat(busy=1000, idle=5000)
     host.set_meminfo(total_kb=8 * 2**20, available_kb=6 * 2**20, free_kb=5 * 2**20)
     host.add_pod(KubeQOS.BURSTABLE, "u-ls", CgroupValues(cpu_ns=10**9, anon=200 * MiB, inactive_file=5 * MiB),
@@ -96,7 +97,7 @@ def test_vanished_container_is_skipped_and_counted(setup):
 def test_malformed_file_counts_error_not_crash(setup):
     host, cg, metrics, coll = setup
     host.add_pod(KubeQOS.BURSTABLE, "u-ls", CgroupValues(), {A: CgroupValues()})
-    open(cg.usage_files(cg.layout.pod_dir(KubeQOS.BURSTABLE, "u-ls")).memory_stat, "w").write("garbage\n")
+    Path(cg.usage_files(cg.layout.pod_dir(KubeQOS.BURSTABLE, "u-ls")).memory_stat).write_text("garbage\n")
     pods = pods_for(host, cg)[:1]
     samples = by_name(coll.pod.collect(1.0, 1.0, pods))
     assert ("container_memory_usage", (("container_id", A),)) in samples
@@ -116,7 +117,7 @@ def test_system_usage_needs_fresh_inputs():
 
 
 def test_be_tier(setup):
-    host, cg, metrics, coll = setup
+    host, cg, _metrics, coll = setup
     be_dir = cg.layout.qos_dir(KubeQOS.BESTEFFORT)
     host.set_cgroup(be_dir, CgroupValues(cpu_ns=0, cpuset="0-7", quota=300000, period=100000))
     host.add_pod(KubeQOS.BESTEFFORT, "u-be", CgroupValues(), {B: CgroupValues(cpuset="0-3")})
@@ -137,7 +138,7 @@ GiB_KB = 2**20          # 1 GiB in meminfo's kB
 def test_proc_stat_aggregate_and_per_cpu_lines(tmp_path):
     host = FakeHost(str(tmp_path))
     # a real kernel's layout: "cpu  " aggregate, then online CPUs only (cpu2 offline), then intr & co.
-    open(host.paths.proc("stat"), "w").write(
+    Path(host.paths.proc("stat")).write_text(
         "cpu  100 5 40 9000 30 3 2 7 11 0\n"
         "cpu0 60 5 20 4000 10 1 1 3 11 0\n"
         "cpu1 40 0 20 5000 20 2 1 4 0 0\n"
@@ -147,10 +148,10 @@ def test_proc_stat_aggregate_and_per_cpu_lines(tmp_path):
     # user nice system irq softirq; idle, iowait, steal and guest (already inside user) are not busy
     assert stat.busy == 100 + 5 + 40 + 3 + 2
     assert stat.per_cpu == {0: 60 + 5 + 20 + 1 + 1, 1: 40 + 20 + 2 + 1, 3: 7}
-    open(host.paths.proc("stat"), "w").write("cpu0 1 2 3 4 5 6 7 8 0 0\n")
+    Path(host.paths.proc("stat")).write_text("cpu0 1 2 3 4 5 6 7 8 0 0\n")
     with pytest.raises(ValueError, match="aggregate cpu line"):
         read_cpu_stat(host.paths)
-    open(host.paths.proc("stat"), "w").write("cpu  1 2 3 4 5 6 7 0 0 0\ncpu0 1 2 3\n")
+    Path(host.paths.proc("stat")).write_text("cpu  1 2 3 4 5 6 7 0 0 0\ncpu0 1 2 3\n")
     with pytest.raises(ValueError, match="cpu0 line has 3 fields"):
         read_cpu_stat(host.paths)
 
