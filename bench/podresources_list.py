@@ -1,6 +1,6 @@
 """Benchmark: PodResources proxy ``List`` from cache, 200 pods, 16 concurrent clients, real unix-socket gRPC.
 
-The proxy runs in its own process (as in production) with a fake kubelet upstream (tests/peers/
+The proxy runs in its own process (as in production) with a fake kubelet upstream (doubles/
 kubelet_podresources.py) and a pod view of 200 pods, half with an RDMA VF and a GPU in their device-allocated
 annotation. The clients are a grpc.aio process keeping 16 calls in flight. Floor in the same run: a bare gRPC
 server of the same kind (thread pool of 8) returning the same serialized answer: the transport alone.

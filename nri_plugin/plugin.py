@@ -175,7 +175,8 @@ class NRIPlugin:
         ready.wait(5)
 
     def stop(self, timeout: float = 5.0) -> None:
-        if self._loop is not None and self._stop is not None:
+        """End the plugin and wait for its thread; safe to call again (the loop may be gone by then)."""
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(timeout)

@@ -13,7 +13,7 @@ share operations in a fresh, short-lived OS thread (which starts with its creato
 thread never changes. Upstream does the same with a locked goroutine thread that is thrown away.
 
 :class:`CoreSchedOps` holds those two compound operations on top of four primitives; :class:`CoreSchedKernel`
-implements the primitives with the real syscall. Tests use a fake of the kernel (``tests/peers/fakecoresched``)
+implements the primitives with the real syscall. Tests use a fake of the kernel (``doubles/fakecoresched.py``)
 that implements the same primitives, so the compound operations under test are the real ones.
 """
 

@@ -20,7 +20,7 @@ Facts (reference/qos-enforcement.md §3c, and the kernel's ``fs/resctrl`` / ``ar
 - ``tasks`` lists the group's thread ids; writing one id moves that thread into the group (from any other group).
 
 ``mount``, ``mkdir`` and ``rmdir`` are not file writes, so they are not the executor's: they sit behind
-:class:`ResctrlKernel`, which tests replace with a fake of the kernel (``tests/fakeresctrl.py``) that gives a new
+:class:`ResctrlKernel`, which tests replace with a fake of the kernel (``doubles/fakeresctrl.py``) that gives a new
 group its files and enforces the CLOSID limit exactly as the kernel does.
 """
 

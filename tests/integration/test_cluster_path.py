@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from doubles.apiserver_double import ApiServerDouble
+from doubles.crdschema import CrdSchemas
 from koordlet import kubeapi
 from koordlet.agent import Agent
 from koordlet.config import build
@@ -24,8 +26,6 @@ from koordlet.reporters.nrt import write_nrt
 from koordlet.states.node import NodeInfo
 from koordlet.states.watcher import ObjectWatcher
 from tests.fakehost import FakeHost
-from tests.peers.apiserver_double import ApiServerDouble
-from tests.peers.crdschema import CrdSchemas
 from tests.unit.test_nrt import nrt_status
 from tests.waits import wait_for
 

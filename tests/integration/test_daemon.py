@@ -181,9 +181,9 @@ def test_daemon_serves_pod_resources_to_multus(tmp_path):
     import json
     import tempfile
 
+    from doubles import multus
     from doubles.kubelet_podresources import FakeKubelet
     from koordlet import wire
-    from tests.peers import multus
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
     host.add_pod(KubeQOS.BURSTABLE, "uid-rdma", CgroupValues(cpu_ns=1), {A: CgroupValues(cpu_ns=1)})
     obj = pod_object("uid-rdma", "train", namespace="ml", containers={"app": A})

@@ -16,6 +16,7 @@ import time
 import grpc
 import pytest
 
+from doubles import multus
 from doubles.kubelet_podresources import FakeKubelet
 from koordlet import wire
 from koordlet.metrics import AgentMetrics
@@ -26,7 +27,6 @@ from koordlet.states.pod import pod_from_k8s
 from proto.podresources import api_pb2 as pb
 from proto.podresources import api_pb2_grpc as pb_grpc
 from tests import builders
-from tests.peers import multus
 
 GPU0 = "GPU-5b1f0000-0000-0000-0000-000000000000"
 PF, VF_A, VF_B, VF_C = "0000:09:00.0", "0000:09:00.4", "0000:09:00.5", "0000:09:00.6"

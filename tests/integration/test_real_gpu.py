@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from doubles.crdschema import CrdSchemas
 from koordlet.host.nvml import GpuHealth, Nvml, NvmlUnavailable
 from koordlet.reporters import device
 from koordlet.states.node import NodeInfo
 from tests.builders import host_paths
-from tests.peers.crdschema import CrdSchemas
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[2]

@@ -18,8 +18,8 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from doubles.apiserver_double import ApiServerDouble, Resource
 from tests.builders import pod_object
-from tests.peers.apiserver_double import ApiServerDouble, Resource
 
 SLO = ("slo.koordinator.sh", "v1alpha1")
 NRT = ("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from doubles.fakecoresched import FakeCoreSchedKernel
 from koordlet import wire
 from koordlet.executor import Executor
 from koordlet.host import coresched as hc
@@ -26,7 +27,6 @@ from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, pod_from_k8s
 from tests.builders import host_paths, pod_object
 from tests.fakehost import FakeHost
-from tests.peers.fakecoresched import FakeCoreSchedKernel
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}

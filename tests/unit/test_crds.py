@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from doubles.crdschema import CrdSchemas
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, node_metric_object
-from tests.peers.crdschema import CrdSchemas
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CRDS = DEPLOY / "crds"

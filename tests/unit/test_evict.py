@@ -437,8 +437,8 @@ def test_standalone_kill_signals_the_pod_processes(tmp_path):
 # the cluster path, over real HTTP
 
 def test_cluster_path_evicts_with_uid_precondition_and_records_events(tmp_path):
+    from doubles.apiserver_double import ApiServerDouble
     from koordlet.kubeapi import KubeApi
-    from tests.peers.apiserver_double import ApiServerDouble
 
     with ApiServerDouble() as double:
         pods = "/api/v1/namespaces/default/pods"

@@ -22,6 +22,7 @@ import pynvml as real_pynvml
 import pytest
 
 from doubles import fakenvml
+from doubles.crdschema import CrdSchemas
 from doubles.fakepci import FakePci
 from koordlet import wire
 from koordlet.cli import main
@@ -41,7 +42,6 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
-from tests.peers.crdschema import CrdSchemas
 from tests.waits import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from doubles import fakenvml
+from doubles.crdschema import CrdSchemas
+from doubles.kubelet_double import KubeletDouble
 from koordlet.agent import kubelet_client, pod_source
 from koordlet.cli import component_support, main
 from koordlet.config import build
@@ -17,8 +19,6 @@ from koordlet.host.probes import probe
 from koordlet.states.informer import PodsInformer, TokenBucket
 from tests.builders import host_paths, pod_object
 from tests.fakehost import CgroupValues, FakeHost
-from tests.peers.crdschema import CrdSchemas
-from tests.peers.kubelet_double import KubeletDouble
 
 A, B = "a" * 64, "b" * 64
 REPO_ROOT = Path(__file__).resolve().parents[2]

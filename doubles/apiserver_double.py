@@ -58,7 +58,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.peers.connections import shutdown_all
+from doubles.connections import shutdown_all
 
 Handler = Callable[["Request"], tuple[int, dict[str, Any]]]
 Validator = Callable[[dict[str, Any]], list[str]]

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.peers.connections import shutdown_all
+from doubles.connections import shutdown_all
 
 
 def openssl_available() -> bool:
