@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint venv bench proto clean
+.PHONY: run test lint venv bench soak proto clean
 
 $(BIN)/koordlet: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ bench: venv
 	$(BIN)/python bench/cpi_window.py
 	$(BIN)/python bench/http_scrapes.py
 	$(BIN)/python bench/churn_state.py
+
+# The soak (issue 18): the agent daemon under 200-pod churn on real cgroups, with NRI traffic and hostile pods, for
+# KOORDLET_SOAK_SECONDS (default 1800); RSS, fds, threads, enforcement and /healthz checked throughout. Root and
+# cgroup v1 (skips otherwise). KOORDLET_SOAK_OUT=file.json keeps the time series; tests/soak/test_soak.py has the rest.
+soak: venv
+	$(BIN)/python -m pytest -q -s -p no:xdist -m soak tests/soak
 
 # Regenerate proto/*_pb2*.py and their .pyi stubs from the .proto sources (grpcio-tools and mypy-protobuf from the
 # test extra).

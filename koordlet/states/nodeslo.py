@@ -33,10 +33,12 @@ Beyond upstream (documented differences):
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import logging
 import os
 import re
+import reprlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
@@ -511,13 +513,59 @@ class _Ctx:
                 e.section = section
 
 
+_SHOW_NODES = 256            # a value with more nodes than this is shown by a bounded repr, not json.dumps
+_SHOW_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_SHOW_REPR.maxlevel = 3
+_SHOW_REPR.maxdict = _SHOW_REPR.maxlist = _SHOW_REPR.maxtuple = _SHOW_REPR.maxset = _SHOW_REPR.maxfrozenset = 4
+_SHOW_REPR.maxstring = _SHOW_REPR.maxlong = _SHOW_REPR.maxother = 60
+EXT_MAX_DEPTH = 64           # nesting accepted inside spec.extensions.Object (the only raw JSON the spec keeps)
+
+
+def _nodes_within(v: Any, limit: int) -> bool:
+    """Whether ``v`` has at most ``limit`` nodes (values, containers and keys), found by looking at no more."""
+    stack, seen = [v], 0
+    while stack:
+        seen += 1
+        if seen > limit:
+            return False
+        x = stack.pop()
+        if isinstance(x, Mapping):
+            stack.extend(itertools.islice(itertools.chain.from_iterable(x.items()), limit))
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x[:limit])
+    return True
+
+
+def _depth_within(v: Any, limit: int) -> bool:
+    """Whether ``v`` nests at most ``limit`` lists/objects deep (iterative: a value nested thousands of levels
+    deep is answered, not a RecursionError)."""
+    stack = [(v, 1)]
+    while stack:
+        x, level = stack.pop()
+        if isinstance(x, Mapping):
+            children: Any = x.values()
+        elif isinstance(x, (list, tuple)):
+            children = x
+        else:
+            continue
+        if level > limit:
+            return False
+        stack.extend((c, level + 1) for c in children)
+    return True
+
+
 def _show(v: Any) -> str:
+    """``<kind> <JSON text>`` cut to 60 characters for an error message; costs little whatever the value's size
+    or depth (a large value is rendered by a bounded repr instead of JSON)."""
     kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "object",
             type(None): "null"}.get(type(v), type(v).__name__)
     try:
-        text = json.dumps(v)
-    except (TypeError, ValueError):
-        text = repr(v)
+        text = json.dumps(v) if _nodes_within(v, _SHOW_NODES) else _SHOW_REPR.repr(v)
+    except (TypeError, ValueError):            # not JSON (a YAML timestamp, bytes), or an int json cannot print
+        try:
+            text = _SHOW_REPR.repr(v)
+        except ValueError:                      # an int of more digits than str() converts
+            text = "..."
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{kind} {text}"
@@ -608,6 +656,8 @@ def _decode_value(w: _W, raw: Any, cur: Any, path: str, ctx: _Ctx) -> Any:
             return ctx.bad(f"{path}.Object", f"expected an object, got {_show(obj)}")
         if not obj:
             return _ABSENT
+        if not _depth_within(obj, EXT_MAX_DEPTH):     # copied and compared recursively below and later
+            return ctx.bad(f"{path}.Object", f"nested deeper than {EXT_MAX_DEPTH} levels")
         merged = dict(cur or {})
         merged.update(copy.deepcopy(dict(obj)))
         return MappingProxyType(merged)
@@ -708,9 +758,15 @@ def merge_node_slo_spec(spec: Any, name: str = "") -> tuple[NodeSLOSpec, list[st
 
 def node_slo_from_object(obj: Mapping[str, Any]) -> tuple[NodeSLOSpec, list[str]]:
     """``merge_node_slo_spec`` for a whole NodeSLO object (named by its ``metadata.name``)."""
+    return merge_node_slo_spec(obj.get("spec"), _object_name(obj))
+
+
+def _object_name(obj: Mapping[str, Any]) -> str:
+    """``metadata.name`` of an object, "" when missing or not a string (a name that is not a string is no name,
+    and printing an arbitrary value could cost anything)."""
     meta = obj.get("metadata")
-    name = meta.get("name", "") if isinstance(meta, Mapping) else ""
-    return merge_node_slo_spec(obj.get("spec"), str(name or ""))
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1156,9 +1212,7 @@ class NodeSLOFile:
             config, errors = SLOControllerConfig.parse(data, previous, source)
             return ("configmap", config), errors
         if kind == wire.NODESLO_KIND or (kind is None and "spec" in doc and set(doc) <= _OBJECT_KEYS):
-            meta = doc.get("metadata")
-            name = meta.get("name", "") if isinstance(meta, Mapping) else ""
-            return ("spec", (doc.get("spec"), str(name or ""))), []
+            return ("spec", (doc.get("spec"), _object_name(doc))), []
         if kind is not None:
             raise NodeSLOFileError(f"NodeSLO file {self._path}: kind {kind!r} is neither NodeSLO nor ConfigMap")
         return ("spec", (doc, "")), []

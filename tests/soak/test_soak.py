@@ -197,34 +197,62 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load1() -> float:
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+PROBE = """
+import http.client, sys, time
+port, every = int(sys.argv[1]), float(sys.argv[2])
+while True:
+    start = time.perf_counter()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/healthz")
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        err = "" if r.status == 200 and body == b"ok\\n" else f"status={r.status}"
+    except OSError as e:
+        err = type(e).__name__
+    print(f"{time.time():.3f} {time.perf_counter() - start:.6f} {err}", flush=True)
+    time.sleep(every)
+"""
+
+
 class HealthProbe(threading.Thread):
-    """GET /healthz on a new connection every HEALTHZ_EVERY s; latencies (s) and failures, drained per sample."""
+    """GET /healthz on a new connection every HEALTHZ_EVERY s, from a process of its own (so neither this test's
+    work nor its GIL is in the measurement); latencies (s) and failures, drained per sample."""
 
     def __init__(self, port: int) -> None:
         super().__init__(name="soak-healthz", daemon=True)
-        self.port = port
-        self.stop = threading.Event()
+        self.proc = subprocess.Popen([sys.executable, "-c", PROBE, str(port), str(HEALTHZ_EVERY)],
+                                     stdout=subprocess.PIPE, text=True)
         self.lock = threading.Lock()
         self.latencies: list[float] = []
         self.failures: list[str] = []
 
     def run(self) -> None:
-        while not self.stop.wait(HEALTHZ_EVERY):
-            start = time.perf_counter()
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", "/healthz")
-                r = conn.getresponse()
-                body = r.read()
-                elapsed = time.perf_counter() - start
-                conn.close()
-                bad = None if r.status == 200 and body == b"ok\n" else f"status {r.status} body {body[:40]!r}"
-            except OSError as e:
-                elapsed, bad = time.perf_counter() - start, f"{type(e).__name__}: {e}"
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            stamp, latency, *err = line.split()
             with self.lock:
-                self.latencies.append(elapsed)
-                if bad:
-                    self.failures.append(f"{time.time():.1f} {bad}")
+                self.latencies.append(float(latency))
+                if err:
+                    self.failures.append(f"{stamp} {err[0]}")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.join(5)
 
     def drain(self) -> list[float]:
         with self.lock:
@@ -408,6 +436,7 @@ def test_soak(tmp_path):
         all_misses: list[str] = []
         t0 = time.monotonic()
         next_tick, next_sample, next_hostile = t0 + TICK, t0 + SAMPLE, t0 + 60
+        cpu_prev, cpu_t = cpu_seconds(proc.pid), t0
         while (elapsed := time.monotonic() - t0) < DURATION:
             assert proc.poll() is None, f"agent exited {proc.returncode}; log: {log_path.read_text()[-3000:]}"
             now_m = time.monotonic()
@@ -423,22 +452,25 @@ def test_soak(tmp_path):
                 checked, misses = churn.check(time.time())
                 all_misses += misses
                 st = proc_status(proc.pid)
+                cpu_now, t_now = cpu_seconds(proc.pid), time.monotonic()
+                cpu_pct = 100 * (cpu_now - cpu_prev) / (t_now - cpu_t)
+                cpu_prev, cpu_t = cpu_now, t_now
                 lat = probe.drain()
                 all_lat += lat
                 series.append({"t": round(elapsed, 1), "rss_mib": round(st["VmRSS"] / 1024, 1),
                                "hwm_mib": round(st["VmHWM"] / 1024, 1), "fds": st["fds"], "threads": st["Threads"],
                                "pods": len(churn.live), "created": churn.created, "deleted": churn.deleted,
-                               "checked": checked, "misses": len(misses), "nri_calls": churn.nri_calls,
+                               "agent_cpu_pct": round(cpu_pct, 1), "load1": load1(), "checked": checked, "misses": len(misses), "nri_calls": churn.nri_calls,
                                "healthz_n": len(lat), "healthz_p50_ms": round(pct(lat, 0.5) * 1000, 2),
                                "healthz_max_ms": round(max(lat, default=float("nan")) * 1000, 2)})
                 if len(series) % 12 == 1:
                     s = series[-1]
                     print(f"[soak] t={s['t']:.0f}s rss={s['rss_mib']}MiB fds={s['fds']} threads={s['threads']} "
+                          f"cpu={s['agent_cpu_pct']}% load={s['load1']} "
                           f"pods={s['pods']} created={s['created']} misses={len(all_misses)} "
                           f"healthz max={s['healthz_max_ms']}ms", flush=True)
             time.sleep(max(0.0, min(next_tick, next_sample) - time.monotonic()))
-        probe.stop.set()
-        probe.join(5)
+        probe.stop()
         all_lat += probe.drain()
 
         # ---- the verdict ----
@@ -463,6 +495,8 @@ def test_soak(tmp_path):
             "healthz_p50_ms": round(pct(all_lat, 0.5) * 1000, 2), "healthz_p99_ms": round(pct(all_lat, 0.99) * 1000, 2),
             "healthz_max_ms": round(max(all_lat) * 1000, 2),
             "healthz_over_100ms": sum(1 for x in all_lat if x >= HEALTHZ_LIMIT_S),
+            "agent_cpu_pct_mean": round(statistics.mean(r["agent_cpu_pct"] for r in series), 1),
+            "agent_cpu_s": round(cpu_seconds(proc.pid), 1), "host_load1_max": max(r["load1"] for r in series),
             "agent_log_bytes": os.path.getsize(log_path),
         }
         # the agent must stop cleanly after all that
@@ -489,8 +523,8 @@ def test_soak(tmp_path):
         assert summary["healthz_over_100ms"] == 0, summary
         assert rt.violations == [], rt.violations[:10]
     finally:
-        if probe is not None:
-            probe.stop.set()
+        if probe is not None and probe.proc.poll() is None:
+            probe.stop()
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()

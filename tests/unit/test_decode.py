@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -15,7 +14,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.configuration import set_hypothesis_home_dir
 
 from koordlet import decode, wire
 from koordlet.decode import MAX_BYTES, MAX_DEPTH, DecodeError
@@ -39,9 +37,6 @@ from tests.unit.test_nri_hooks import resources as adjusted
 from tests.unit.test_nri_hooks import view as hook_view
 from tests.unit.test_qos_rules import ALL_ON, BATCH, pod, slo
 from tests.unit.test_qos_strategies import build, fake_host, mkcg, value, with_uid
-
-# hypothesis keeps caches in ./.hypothesis by default: the suite writes nothing into the checkout (tests/conftest.py)
-set_hypothesis_home_dir(tempfile.mkdtemp(prefix="koordlet-hypothesis-"))
 
 STATUS = wire.ANNOTATION_RESOURCE_STATUS
 DEEP = "[" * 5000                                   # json.loads alone raises RecursionError on this
@@ -404,9 +399,9 @@ _VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=4)
                        max_leaves=24)
 _RAW = st.one_of(_VALUES.map(json.dumps), st.text(max_size=40), st.sampled_from(sorted(HOSTILE.values())),
                  st.integers(min_value=0, max_value=6000).map(lambda n: "[" * n + "]" * n))
-_FAST = settings(max_examples=40, deadline=None, database=None,
+_FAST = settings(max_examples=40, deadline=None,        # database, home directory: tests/conftest.py
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-_LONG = settings(max_examples=10_000, deadline=None, database=None,
+_LONG = settings(max_examples=10_000, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
