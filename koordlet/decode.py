@@ -101,6 +101,24 @@ def loads(key: str, raw: object, *, max_bytes: int = MAX_BYTES, max_depth: int =
         raise DecodeError(key, f"not decodable ({type(e).__name__}: {e})") from None
 
 
+CACHE_MAX_TEXT = 4096                    # longer texts are parsed every time: the cache stays ≤ maxsize × 4 KiB
+T = TypeVar("T")
+
+
+def per_text(maxsize: int = 1024) -> Callable[[Callable[[str], T]], Callable[[str], T]]:
+    """Remember a pure parser's result per annotation text: the reconciler (every second) and the NRI hooks parse
+    the same unchanged annotations of every pod again and again. The result must be immutable; errors are not
+    remembered (a bad value is parsed, bounded, each time it is met)."""
+    def wrap(fn: Callable[[str], T]) -> Callable[[str], T]:
+        remembered = functools.lru_cache(maxsize)(fn)
+
+        @functools.wraps(fn)
+        def inner(raw: str) -> T:
+            return remembered(raw) if len(raw) <= CACHE_MAX_TEXT else fn(raw)
+        return inner
+    return wrap
+
+
 def decoder(key: str) -> Callable[[F], F]:
     """Wrap an annotation parser so that it raises DecodeError about ``key`` and nothing else."""
     def wrap(fn: F) -> F:

@@ -579,7 +579,15 @@ class MetricCache:
             return AggregateResult(out_ts, out_vals)
         want = dict(labels) if labels else None
         with self._lock:
-            mem = {lb: ser for lb, ser in self._by_name.get(name, {}).items() if _matches(lb, want)}
+            per_name = self._by_name.get(name, {})
+            if want and self._keysets.get(name) == {frozenset(want)} and all(isinstance(v, str) for v in want.values()):
+                # every label named (a pod's or a container's usage): one dict lookup. A scan here cost
+                # O(series) per query, i.e. O(pods x series) per QoS cycle: under pod churn, with the cache at its
+                # series cap, the agent's CPU grew with every deleted pod still in the window (tests/soak)
+                lb = make_labels(want)
+                mem = {lb: per_name[lb]} if lb in per_name else {}
+            else:
+                mem = {lb: ser for lb, ser in per_name.items() if _matches(lb, want)}
             disk: dict[Labels, tuple[array[int], array[float]]] = {}
             floor = self._floor_ms
             # disk: below the floor as always; above it only for evicted series: when no memory series matches and

@@ -50,10 +50,13 @@ class ResourceStatus:
 @decoder(wire.ANNOTATION_RESOURCE_STATUS)
 def resource_status(pod: Pod) -> ResourceStatus:
     """Parse the annotation; DecodeError names what is wrong (the caller logs it and treats the pod as unpinned)."""
+    raw = pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
+    return _resource_status(raw) if raw else ResourceStatus()
+
+
+@decode.per_text()
+def _resource_status(raw: str) -> ResourceStatus:
     key = wire.ANNOTATION_RESOURCE_STATUS
-    raw = pod.annotations.get(key)
-    if not raw:
-        return ResourceStatus()
     doc = decode.json_object(key, raw)
     cpus = decode.cpu_list(key, doc.get("cpuset") or "", "cpuset")
     nodes = []

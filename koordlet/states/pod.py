@@ -190,10 +190,13 @@ def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, Resource
     The runtime hooks see no pod spec, so koord-manager's webhook copies the containers' extended resources here.
     DecodeError names what is wrong; the caller logs it and leaves the batch settings alone.
     """
+    raw = annotations.get(wire.ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    return dict(_extended_resource_spec(raw)) if raw else {}
+
+
+@decode.per_text()
+def _extended_resource_spec(raw: str) -> tuple[tuple[str, Resources], ...]:
     key = wire.ANNOTATION_EXTENDED_RESOURCE_SPEC
-    raw = annotations.get(key)
-    if not raw:
-        return {}
     doc = decode.json_object(key, raw)
     containers = decode.obj(key, doc.get("containers"), "containers", null=False)
     out = {}
@@ -206,7 +209,7 @@ def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, Resource
             out[name] = container_resources({"resources": spec})
         except ValueError as e:
             raise decode.DecodeError(key, f"{where}: {e}") from None
-    return out
+    return tuple(out.items())
 
 
 def spec_containers(spec: Mapping[str, Any]) -> tuple[SpecContainer, ...]:
@@ -253,10 +256,13 @@ def pod_from_k8s(obj: Any) -> Pod:
         raise ValueError(f"metadata is not a mapping: {type(meta).__name__}")
     name = meta.get("name") or "?"
     namespace = meta.get("namespace") or "default"
-    where = f"pod {namespace}/{name}"
+    # only strings in the message: str() of an arbitrary value can fail (RecursionError) or cost anything
+    where = f"pod {namespace if isinstance(namespace, str) else '?'}/{name if isinstance(name, str) else '?'}"
     try:
         if not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ValueError("metadata.name is required")
+        if not isinstance(namespace, str):
+            raise ValueError("metadata.namespace must be a string")
         uid = check_pod_uid(str(meta.get("uid") or ""))
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
@@ -287,3 +293,5 @@ def pod_from_k8s(obj: Any) -> Pod:
                    spec_containers=spec_containers(spec))
     except (ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: {e}") from None
+    except RecursionError:             # str()/repr() of a value nested ~1,000 levels (json.loads still gives those)
+        raise ValueError(f"{where}: a field holds a value nested too deep to read") from None

@@ -151,10 +151,10 @@ def hostile_pods(cg: Cgroups, now: float) -> list[SoakPod]:
              ("LSR", "Guaranteed", {STATUS: json.dumps({"cpuset": "0-20000000"})}),
              ("BE", "BestEffort", {SPEC: huge, STATUS: json.dumps({"cpuset": "0-20000000"})})]
     out = []
-    for k, (qos, kube, annotations) in enumerate(specs):
+    for k, (qos, kube, bad) in enumerate(specs):
         uid = f"ba000000-0000-4000-8000-{k:012d}"
         obj = pod_object(uid, f"hostile-{k}", namespace="soak", qos=kube, containers={"c0": f"{k:032x}{9:032x}"},
-                         labels={"koordinator.sh/qosClass": qos}, annotations=annotations)
+                         labels={"koordinator.sh/qosClass": qos}, annotations=bad)
         meta = meta_for(pod_from_k8s(obj), cg.layout)
         pod = SoakPod(-1 - k, obj, meta.cgroup_dir, [(c.name, c.id, rel) for c, rel in meta.containers], {}, {},
                       now, float("inf"), hostile=True)
@@ -408,10 +408,9 @@ def test_soak(tmp_path):
                "--prediction-checkpoint-filepath", str(tmp_path / "checkpoints"),
                "--report-dir", str(tmp_path / "reports")]
         log_path = tmp_path / "agent.log"
-        log = open(log_path, "w")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-        log.close()
-        assert rt.wait_ready(30), f"NRI plugin never connected: {rt.closed_reasons}; log: {log_path.read_text()[-3000:]}"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        assert rt.wait_ready(30), f"NRI plugin never connected: {rt.closed_reasons}; {log_path.read_text()[-3000:]}"
         start = time.monotonic()
         while time.monotonic() - start < 30:
             try:
@@ -460,7 +459,8 @@ def test_soak(tmp_path):
                 series.append({"t": round(elapsed, 1), "rss_mib": round(st["VmRSS"] / 1024, 1),
                                "hwm_mib": round(st["VmHWM"] / 1024, 1), "fds": st["fds"], "threads": st["Threads"],
                                "pods": len(churn.live), "created": churn.created, "deleted": churn.deleted,
-                               "agent_cpu_pct": round(cpu_pct, 1), "load1": load1(), "checked": checked, "misses": len(misses), "nri_calls": churn.nri_calls,
+                               "agent_cpu_pct": round(cpu_pct, 1), "load1": load1(), "checked": checked,
+                               "misses": len(misses), "nri_calls": churn.nri_calls,
                                "healthz_n": len(lat), "healthz_p50_ms": round(pct(lat, 0.5) * 1000, 2),
                                "healthz_max_ms": round(max(lat, default=float("nan")) * 1000, 2)})
                 if len(series) % 12 == 1:
@@ -504,7 +504,13 @@ def test_soak(tmp_path):
         summary["exit_code"] = proc.wait(30)
         log_text = log_path.read_text(errors="replace")
         summary["agent_log_lines"] = log_text.count("\n")
-        summary["agent_log_errors"] = sum(1 for line in log_text.splitlines() if " ERROR " in line or "Traceback" in line)
+        checkpoints = tmp_path / "checkpoints"
+        summary["checkpoint_files"] = len(os.listdir(checkpoints)) if checkpoints.is_dir() else 0
+        summary["tsdb_bytes"] = sum(p.stat().st_size for p in (tmp_path / "cache").iterdir())
+        summary["hostile_refused_in_log"] = all(
+            m in log_text for m in ("nested deeper than", "'0-20000000' is not a cpu list", "'1e10000000'"))
+        summary["agent_log_errors"] = sum(1 for line in log_text.splitlines()
+                                          if " ERROR " in line or "Traceback" in line)
         out = OUT or str(tmp_path / "soak.json")
         with open(out, "w") as f:
             json.dump({"summary": summary, "series": series, "enforcement_misses": all_misses[:200],
@@ -513,6 +519,7 @@ def test_soak(tmp_path):
         print("\n[soak] summary: " + json.dumps(summary, indent=1) + f"\n[soak] time series: {out}", flush=True)
 
         assert summary["exit_code"] == 0, log_text[-3000:]
+        assert summary["hostile_refused_in_log"], "the decoder's refusals of the hostile pods are not in the log"
         assert summary["rss_peak_mib"] < RSS_LIMIT_MIB, summary
         assert summary["rss_median_last_mib"] <= summary["rss_median_mid_mib"] * 1.05 + 2, summary
         assert summary["fds_max_last"] <= summary["fds_max_mid"] + 4, summary
