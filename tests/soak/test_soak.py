@@ -13,17 +13,22 @@ pods. Three hostile pods stay for the whole run (a ``resource-status`` of 5,000 
 Checked, every ``KOORDLET_SOAK_SAMPLE`` seconds, and written as a time series to ``KOORDLET_SOAK_OUT`` (JSON;
 default: the test's tmp dir, printed at the end):
 
-- the agent's RSS (VmRSS of its process) stays under 120 MiB and shows no growth trend after warm-up: the median
-  of the last third is not above the median of the middle third (+5 %, +2 MiB for noise). The metric cache's
-  in-memory window is ``KOORDLET_SOAK_WINDOW`` seconds, by default a third of the run (at most the agent's 30
-  minutes), so the window is full before the middle third begins and the comparison is of a steady state;
+- the agent's RSS (VmRSS of its process) stays under 120 MiB, and shows no growth trend once its in-memory state
+  is full: the median of the second half of the samples after ``WARMUP`` is not above the first half's (+5 %,
+  +2 MiB for noise). What a deleted pod leaves in memory goes away after at most 30 minutes: its metric-cache
+  series when they leave the in-memory window (``KOORDLET_SOAK_WINDOW``, the agent's default 1800 s), its peak
+  predictor model when it expires (30 minutes without an update, upstream's fixed ``ModelExpirationDuration``;
+  not an option). So ``WARMUP`` is the longer of the two plus two training minutes, and the trend is checked only
+  when at least 10 minutes of samples follow it (``KOORDLET_SOAK_SECONDS`` >= 2520 with the defaults); a shorter
+  run records the series and says the trend was not checked;
 - open fds and threads flat: the last third's maximum is not above the middle third's (+4 fds, +2 threads);
 - every non-hostile pod older than ``GRACE`` seconds correctly enforced, read from the kernel files: BE pod and
   container ``cpu.shares`` / ``cpu.cfs_quota_us`` / ``memory.limit_in_bytes`` as the BatchResource rule gives (the
   pod: the containers' sums), LS containers' ``cpuset.cpus`` = the LS share pool; and every NRI CreateContainer
   answer for a BE container carries the same shares / quota / memory limit;
-- ``/healthz`` polled by a thread of this test (new connection each time, every 0.2 s) answers 200 under 100 ms,
-  every time; the distribution (p50 / p99 / max) is reported.
+- ``/healthz`` polled from a small process of this test's (new connection each time, every 0.2 s; out of this
+  process so that the churn's work and GIL are not in the measurement) answers 200 under 100 ms, every time; the
+  distribution (p50 / p99 / max) is reported, with the agent's CPU and the host's load average per sample.
 
 Run: ``make soak`` (``KOORDLET_SOAK_SECONDS=60 make soak`` for a smoke run). Needs root and cgroup v1.
 """
@@ -60,7 +65,9 @@ pytestmark = [pytest.mark.soak, pytest.mark.root]
 DURATION = float(os.environ.get("KOORDLET_SOAK_SECONDS", "1800"))
 PODS = int(os.environ.get("KOORDLET_SOAK_PODS", "200"))
 LIFETIME = float(os.environ.get("KOORDLET_SOAK_LIFETIME", "60"))      # mean pod lifetime, s
-WINDOW = float(os.environ.get("KOORDLET_SOAK_WINDOW", "0")) or max(10.0, min(1800.0, DURATION / 3))
+WINDOW = float(os.environ.get("KOORDLET_SOAK_WINDOW", "1800"))       # the agent's metric-cache-memory-window
+MODEL_EXPIRATION = 1800.0      # koordlet/prediction/server.py: a deleted pod's peak model goes after 30 minutes
+WARMUP = max(WINDOW, MODEL_EXPIRATION + 120)
 SAMPLE = float(os.environ.get("KOORDLET_SOAK_SAMPLE", "0")) or max(2.0, min(10.0, DURATION / 60))
 OUT = os.environ.get("KOORDLET_SOAK_OUT", "")
 TICK = 2.0            # churn period, s
@@ -477,12 +484,19 @@ def test_soak(tmp_path):
         third = max(1, len(series) // 3)
         mid, last = series[third:2 * third], series[2 * third:]
         med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
+        steady = [r for r in series if r["t"] >= WARMUP]
+        if steady and steady[-1]["t"] - steady[0]["t"] >= 600:
+            half = len(steady) // 2
+            rss_trend = {"rss_steady_from_s": WARMUP, "rss_median_first_half_mib": med(steady[:half], "rss_mib"),
+                         "rss_median_second_half_mib": med(steady[half:], "rss_mib")}
+        else:
+            rss_trend = {"rss_trend": f"not checked: the run ends before {WARMUP:.0f} s (warm-up) + 600 s"}
         summary = {
             "duration_s": DURATION, "pods": PODS, "mean_lifetime_s": LIFETIME, "memory_window_s": WINDOW,
             "sample_s": SAMPLE, "created": churn.created, "deleted": churn.deleted, "nri_calls": churn.nri_calls,
             "rss_peak_mib": max(r["rss_mib"] for r in series), "rss_final_mib": series[-1]["rss_mib"],
             "hwm_mib": series[-1]["hwm_mib"],
-            "rss_median_mid_mib": med(mid, "rss_mib"), "rss_median_last_mib": med(last, "rss_mib"),
+            "rss_median_mid_mib": med(mid, "rss_mib"), "rss_median_last_mib": med(last, "rss_mib"), **rss_trend,
             "fds_min": min(r["fds"] for r in series), "fds_max": max(r["fds"] for r in series),
             "fds_max_mid": max(r["fds"] for r in mid), "fds_max_last": max(r["fds"] for r in last),
             "fds_final": series[-1]["fds"],
@@ -521,7 +535,8 @@ def test_soak(tmp_path):
         assert summary["exit_code"] == 0, log_text[-3000:]
         assert summary["hostile_refused_in_log"], "the decoder's refusals of the hostile pods are not in the log"
         assert summary["rss_peak_mib"] < RSS_LIMIT_MIB, summary
-        assert summary["rss_median_last_mib"] <= summary["rss_median_mid_mib"] * 1.05 + 2, summary
+        if "rss_median_second_half_mib" in summary:
+            assert summary["rss_median_second_half_mib"] <= summary["rss_median_first_half_mib"] * 1.05 + 2, summary
         assert summary["fds_max_last"] <= summary["fds_max_mid"] + 4, summary
         assert summary["threads_max_last"] <= summary["threads_max_mid"] + 2, summary
         assert all_misses == [], all_misses[:20]
