@@ -79,7 +79,7 @@ def cache_child(args: argparse.Namespace) -> None:
 
 
 def executor_cache(pods: int) -> dict[str, int]:
-    from bench._churn import Clock, add_be_pod, remove_pod, view
+    from doubles.churn import Clock, add_be_pod, remove_pod, view
     from doubles.fakehost import FakeHost
     from koordlet.executor import Executor
     from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver

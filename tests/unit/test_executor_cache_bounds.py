@@ -4,37 +4,16 @@ real reconcile cycles on a fake cgroup tree, with no NRI RemovePodSandbox to tel
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
+from doubles.churn import Clock, add_be_pod, remove_pod, view
 from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
-from koordlet.states.informer import PodMeta, meta_for
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from koordlet.states.informer import PodMeta
 from tests.fakehost import FakeHost
-
-BATCH = {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
-         "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"}}
-# the files PodResources writes for a BE pod, with the kernel's defaults (only these: 2,000 pods of a full fake
-# tree would spend the test's time in mkdir)
-FILES = {CgroupVersion.V1: {"cpu": {"cpu.shares": "1024", "cpu.cfs_quota_us": "-1"},
-                            "memory": {"memory.limit_in_bytes": "9223372036854771712"}},
-         CgroupVersion.V2: {"cpu": {"cpu.weight": "100", "cpu.max": "max 100000"}, "memory": {"memory.max": "max"}}}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture(params=[(CgroupVersion.V1, Driver.CGROUPFS), (CgroupVersion.V2, Driver.SYSTEMD)],
@@ -46,33 +25,6 @@ def host(request, tmp_path) -> FakeHost:
 
 # pods churned: the full 2,000 of the report on v2 (one hierarchy); v1 makes 2.5x the dirs, so fewer there
 CHURN = {CgroupVersion.V1: 600, CgroupVersion.V2: 2000}
-
-
-def add_be_pod(host: FakeHost, cg: Cgroups, n: int) -> PodMeta:
-    """A BestEffort batch pod with one container, its cgroup dirs made as the kubelet would."""
-    cid = f"{n:064x}"
-    pod = pod_from_k8s(pod_object(f"00000000-0000-0000-0000-{n:012d}", f"job-{n}", qos="BestEffort",
-                                  labels={"koordinator.sh/qosClass": "BE"}, containers={"job": cid},
-                                  resources={"job": BATCH}))
-    meta = meta_for(pod, cg.layout)
-    for rel in (meta.cgroup_dir, *(r for _, r in meta.containers)):
-        for sub, files in FILES[host.version].items():
-            os.makedirs(cg.path(sub, rel), exist_ok=True)
-            for f, v in files.items():
-                with open(cg.path(sub, rel, f), "w") as fh:
-                    fh.write(v + "\n")
-    return meta
-
-
-def remove_pod(cg: Cgroups, meta: PodMeta) -> None:
-    """The kubelet removing the pod's cgroups (every hierarchy)."""
-    for sub in ("cpu", "memory"):
-        shutil.rmtree(cg.path(sub, meta.cgroup_dir), ignore_errors=True)
-
-
-def view(metas) -> NodeView:
-    slo, _ = merge_node_slo_spec({})
-    return NodeView(tuple(metas), slo, (), None, NodeInfo("n"))  # type: ignore[arg-type]
 
 
 def test_cache_stays_bounded_by_live_pods_through_2000_pods_of_churn(host):

@@ -1,6 +1,5 @@
-"""Pod churn for bench/churn_state.py: BestEffort pods whose cgroup dirs are made and removed as the kubelet would,
-on a fake tree (doubles/fakehost.py). The bench's own copy of what tests/unit/test_executor_cache_bounds.py does
-(bench imports nothing from tests/)."""
+"""Pod churn: BestEffort pods whose cgroup dirs are made and removed as the kubelet would, on a fake tree
+(doubles/fakehost.py). Shared by bench/churn_state.py and tests/unit/test_executor_cache_bounds.py."""
 
 from __future__ import annotations
 
