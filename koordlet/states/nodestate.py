@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 TOPOLOGY_REFRESH = 60.0          # host topology re-read (upstream's node info collector period)
 KUBELET_CONFIG_REFRESH = 60.0    # kubelet /configz re-read
+HOST_APP_RECHECK = 1.0           # host applications' resolved dirs re-checked at most this often
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class NodeState:
         self._slo = _Memo()
         self._pools = _Memo()
         self._kubelet_config: tuple[float, KubeletCPUConfig | None] = (float("-inf"), None)
+        self._apps_checked: tuple[float, tuple[HostApp, ...] | None, tuple[HostApp, ...]] = (float("-inf"), None, ())
 
     # --- sources ------------------------------------------------------------------------------------------------
 
@@ -137,14 +139,21 @@ class NodeState:
         return self._slo_state()[0]
 
     def host_apps(self) -> tuple[HostApp, ...]:
-        """The NodeSLO's host applications with their cgroup dirs (refused ones logged once). Checked again on every
-        call after resolving: a symlink that appears later must not lead a write outside the cgroup root."""
+        """The NodeSLO's host applications with their cgroup dirs (refused ones logged once). Their dirs are checked
+        again after resolving at most every :data:`HOST_APP_RECHECK` seconds (every collector and QoS cycle asks):
+        a symlink that appears later must not lead a write outside the cgroup root."""
         apps = self._slo_state()[1]
+        checked_at, checked, kept = self._apps_checked
+        now = time.monotonic()
+        if checked is apps and now - checked_at < HOST_APP_RECHECK:
+            return kept
         escaping_ = escaping(apps, self.cgroups)
         for name, target in escaping_.items():
             self._bad(f"hostapp escape {name}", "NodeSLO %s: host application %s: its cgroup dir resolves to %s, "
                       "outside the cgroup root; not collected or enforced", self.config.node_name, name, target)
-        return tuple(a for a in apps if a.name not in escaping_) if escaping_ else apps
+        kept = tuple(a for a in apps if a.name not in escaping_) if escaping_ else apps
+        self._apps_checked = (now, apps, kept)
+        return kept
 
     def _slo_state(self) -> tuple[NodeSLOSpec, tuple[HostApp, ...]]:
         if self.cluster is not None:
