@@ -241,9 +241,6 @@ class Agent:
         """One run of one collector, its samples appended to the metric cache."""
         samples = collector.collect(self.tick(stop))
         self.cache.append(samples)
-        if collector.name == "usage":
-            self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(self.informer.pods))
-            self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
         return samples
 
     def collect_once(self) -> list[Sample]:
@@ -306,6 +303,7 @@ class Agent:
                 started.append(service)
             except Exception as e:     # the agent's other work goes on (Multus keeps the kubelet's socket...)
                 log.error("service not started name=%s error=%s", service_plugin.name, e)
+        self._set_gauges()
         server.start()
         if on_ready:
             on_ready()
@@ -313,6 +311,7 @@ class Agent:
         try:
             while not stop.wait(min(cfg.metric_cache_flush_interval, 1.0)):
                 now = time.monotonic()
+                self._set_gauges()
                 if now - last_flush >= cfg.metric_cache_flush_interval:
                     self._housekeep(self.cache.flush, "flush")
                     last_flush = now
@@ -336,6 +335,11 @@ class Agent:
             self._housekeep(self.cache.close, "close")
             gc.unfreeze()                        # an embedding process (the tests) gets its objects back
             log.info("agent stopped node=%s", cfg.node_name)
+
+    def _set_gauges(self) -> None:
+        """The agent's own state gauges (pods known, series in memory), refreshed by the housekeeping loop."""
+        self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(self.informer.pods))
+        self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
 
     def _report_loop(self, stop: threading.Event) -> None:
         """Every report on its schedule, and the slow refreshes (host topology, RDMA, NodeSLO file, prediction).
