@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import selectors
 import socket
 import statistics
 import subprocess
@@ -27,6 +26,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from doubles.httpload import burst  # noqa: E402
 
 SERVER = r"""
 import importlib.util, sys
@@ -49,55 +51,12 @@ sys.stdin.read()
 srv.stop()
 """
 
-REQUEST = b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
-
-
 def scrapes(port: int, n: int, timeout: float = 120) -> tuple[list[float], list[str], float]:
-    """``n`` scrapes opened at once. Returns each one's latency (connect to end of response), the errors, and
-    the wall time of the whole burst."""
-    sel = selectors.DefaultSelector()
-    started: dict[socket.socket, float] = {}
-    got: dict[socket.socket, bytearray] = {}
-    latencies: list[float] = []
-    errors: list[str] = []
-    t0 = time.perf_counter()
-    for _ in range(n):
-        sock = socket.socket()
-        sock.setblocking(False)
-        started[sock] = time.perf_counter()
-        sock.connect_ex(("127.0.0.1", port))
-        got[sock] = bytearray()
-        sel.register(sock, selectors.EVENT_WRITE)
-    end = time.monotonic() + timeout
-    while got and time.monotonic() < end:
-        for key, mask in sel.select(0.5):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                if mask & selectors.EVENT_WRITE:
-                    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                    if err:
-                        raise OSError(err, os.strerror(err))
-                    sock.sendall(REQUEST)
-                    sel.modify(sock, selectors.EVENT_READ)
-                    continue
-                chunk = sock.recv(1 << 20)
-                if chunk:
-                    got[sock] += chunk
-                    continue
-                if not got[sock].startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
-                    raise OSError(f"bad response {bytes(got[sock][:40])!r}")
-                latencies.append(time.perf_counter() - started[sock])
-            except OSError as e:
-                errors.append(str(e))
-            sel.unregister(sock)
-            del got[sock]
-            sock.close()
-    wall = time.perf_counter() - t0
-    errors += ["unfinished"] * len(got)
-    for sock in got:
-        sock.close()
-    return latencies, errors, wall
+    """``n`` scrapes opened at once: each one's latency (connect to end of response), the errors (a status other
+    than 200 is one), and the wall time of the whole burst."""
+    b = burst(port, n, "/metrics", timeout)
+    errors = b.errors + [f"status {s}" for s in b.statuses if s != 200]
+    return [t for s, t in zip(b.statuses, b.latencies, strict=True) if s == 200], errors, b.wall
 
 
 def single(port: int, n: int) -> list[float]:

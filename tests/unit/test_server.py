@@ -24,6 +24,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.registry import Collector
 
+from doubles.httpload import burst
 from koordlet import server as server_mod
 from koordlet.server import HttpServer, is_loopback, parse_limit
 from tests.waits import wait_for
@@ -103,49 +104,6 @@ def still_open(sock: socket.socket) -> bool:
         return False
     finally:
         sock.setblocking(True)
-
-
-def burst(port: int, n: int, path: str = "/metrics", timeout: float = 60) -> tuple[list[int], list[str]]:
-    """``n`` connections opened at once from one thread (non-blocking, so the client is not the bottleneck), each
-    sending one request with Connection: close. Returns the status codes and the errors."""
-    sel = selectors.DefaultSelector()
-    request = f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode()
-    state: dict[socket.socket, bytearray] = {}
-    statuses: list[int] = []
-    errors: list[str] = []
-    for _ in range(n):
-        sock = socket.socket()
-        sock.setblocking(False)
-        sock.connect_ex(("127.0.0.1", port))
-        state[sock] = bytearray()
-        sel.register(sock, selectors.EVENT_WRITE)
-    end = time.monotonic() + timeout
-    while state and time.monotonic() < end:
-        for key, mask in sel.select(0.5):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                if mask & selectors.EVENT_WRITE:
-                    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                    if err:
-                        raise OSError(err, "connect failed")
-                    sock.sendall(request)
-                    sel.modify(sock, selectors.EVENT_READ)
-                    continue
-                chunk = sock.recv(1 << 20)
-                if chunk:
-                    state[sock] += chunk
-                    continue
-                statuses.append(int(bytes(state[sock]).split(b" ", 2)[1]))
-            except (OSError, IndexError, ValueError) as e:
-                errors.append(repr(e))
-            sel.unregister(sock)
-            del state[sock]
-            sock.close()
-    errors += ["unfinished"] * len(state)
-    for sock in state:
-        sock.close()
-    return statuses, errors
 
 
 # --- 1. /events?limit -------------------------------------------------------------------------------------------
@@ -353,9 +311,9 @@ def test_listen_backlog_holds_a_burst_until_the_server_accepts():
 def test_500_concurrent_scrapes_all_succeed():
     with serving(big_registry(500)) as (srv, _):
         port = srv.address[1]
-        statuses, errors = burst(port, 500)
-        assert errors == []
-        assert statuses == [200] * 500
+        result = burst(port, 500)
+        assert result.errors == []
+        assert result.statuses == [200] * 500
         assert wait_for(lambda: srv.connections == 0, timeout=30)
 
 
