@@ -54,6 +54,7 @@ from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects
 from koordlet.states.nodeslo import NodeSLOFile
 from koordlet.states.nodestate import NodeState, NodeView
 from koordlet.states.pleg import Pleg
+from koordlet.states.runtimepods import RuntimePods
 from koordlet.states.standalone import StandalonePodSource
 
 if TYPE_CHECKING:
@@ -113,10 +114,11 @@ def kubelet_client(config: Config) -> KubeletClient:
 
 
 def pod_source(config: Config, cgroups: Cgroups, kubelet: KubeletClient | None,
-               api: KubeApi | None) -> Callable[[], list[PodMeta]]:
-    """The configured pod source as a callable returning PodMeta (kubelet, API server, or standalone)."""
+               api: KubeApi | None, runtime: RuntimePods | None = None) -> Callable[[], list[PodMeta]]:
+    """The configured pod source as a callable returning PodMeta (kubelet, API server, or standalone, which
+    also takes what the runtime tells the NRI plugin)."""
     if config.pod_source == "standalone":
-        return StandalonePodSource(cgroups, config.pods_file)
+        return StandalonePodSource(cgroups, config.pods_file, runtime)
     bad = LogOnce(log, logging.ERROR)
     if config.pod_source == "kubelet":
         assert kubelet is not None
@@ -191,12 +193,13 @@ class Agent:
         except ClusterError as e:
             raise StartupError(str(e)) from None
         kubelet = kubelet_client(config) if config.pod_source == "kubelet" else None
-        informer = PodsInformer(pod_source(config, cgroups, kubelet, cluster.api if cluster else None),
+        runtime_pods = RuntimePods()
+        informer = PodsInformer(pod_source(config, cgroups, kubelet, cluster.api if cluster else None, runtime_pods),
                                 config.kubelet_sync_interval, config.pod_source)
         informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
         slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
         node = NodeState(config, paths, cgroups, informer, cluster=cluster, kubelet=kubelet,
-                         slo_file=slo_file)
+                         slo_file=slo_file, runtime_pods=runtime_pods)
         # a one-shot run must not touch the daemon's checkpoints (restore deletes those of unknown pods)
         checkpoints = config.prediction_checkpoint_filepath if persist else ""
         prediction = Prediction(cache, PredictionConfig(checkpoint_dir=checkpoints or None))

@@ -39,7 +39,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS, Layout, parse_cpu_list
@@ -532,6 +532,41 @@ class Executor:
             return None
 
     def _write(self, u: Update, value: str, old: str, result: Result, final: bool) -> None:
+        memsw = self._memsw(u)
+        if memsw is None:
+            self._write_file(u, value, old, result, final)
+            return
+        # v1 keeps memory.limit_in_bytes <= memory.memsw.limit_in_bytes, and runc sets both to the same value (no
+        # swap): a limit raised past memsw is refused (EINVAL). So memsw goes first when it is in the way, and it
+        # follows a lowered limit when it was equal to the old one (the container keeps having no swap).
+        path, current = memsw
+        new_n, old_n, memsw_n = _number(value), _number(old), _number(current)
+        inf = float("inf")
+        if (inf if new_n is None else new_n) > (inf if memsw_n is None else memsw_n):
+            self._write_file(replace(u, path=path, resource="memory.memsw.limit_in_bytes", cacheable=False),
+                             value, current, result, final=True)
+            self._write_file(u, value, old, result, final)
+            return
+        self._write_file(u, value, old, result, final)
+        if memsw_n is not None and memsw_n == old_n and new_n is not None and new_n < memsw_n:
+            self._write_file(replace(u, path=path, resource="memory.memsw.limit_in_bytes", cacheable=False),
+                             value, current, result, final=True)
+
+    def _memsw(self, u: Update) -> tuple[str, str] | None:
+        """(path, value) of the memsw limit beside a v1 memory limit being written; None when there is none (not
+        a memory limit, v2, or no swap accounting in this kernel)."""
+        if u.resource != "memory.limit_in_bytes" or self.cgroups.version is not CgroupVersion.V1:
+            return None
+        path = os.path.join(os.path.dirname(u.path), "memory.memsw.limit_in_bytes")
+        try:
+            with open(path, "rb", buffering=0) as f:
+                current = f.read().decode("ascii", "replace").strip()
+            _number(current)
+        except (OSError, ValueError):
+            return None
+        return path, current
+
+    def _write_file(self, u: Update, value: str, old: str, result: Result, final: bool) -> None:
         try:
             if u.create:
                 _replace_file(u.path, value)

@@ -37,7 +37,8 @@ def _build(ctx: Context) -> NRIPlugin:
     hooks = Hooks(HookFeatures.from_gates(config.gate), layout, ctx.view, executor=ctx.executor,
                   bvt=ctx.cgroups.has_file("cpu", layout.qos_dir(KubeQOS.GUARANTEED), "cpu.bvt_warp_ns"),
                   resctrl_root=ctx.paths.sys_fs("resctrl"), nudge=ctx.nudge,
-                  hami=HostLayout(libvgpu=config.hami_core_library_directory_path), host=ctx.paths)
+                  hami=HostLayout(libvgpu=config.hami_core_library_directory_path), host=ctx.paths,
+                  runtime=ctx.node.runtime_pods, on_runtime_news=ctx.node.informer.poke)
     return NRIPlugin(settings, hooks, ctx.metrics)
 
 

@@ -19,8 +19,9 @@ container is always created. Facts: reference/nri-hami-podresources.md §2, qos-
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from hami_bridge.inject import HostLayout, plan, prepare
@@ -51,6 +52,7 @@ from koordlet.rules.resources import (
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec
+from koordlet.states.runtimepods import RuntimePod, RuntimePods
 from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
@@ -168,7 +170,8 @@ class Hooks:
     def __init__(self, features: HookFeatures, layout: Layout, view: Callable[[], NodeView | None],
                  executor: Executor | None = None, bvt: bool = False, resctrl_root: str | None = None,
                  nudge: Callable[[], None] | None = None, hami: HostLayout | None = None,
-                 host: HostPaths | None = None, dev_root: str = "/dev") -> None:
+                 host: HostPaths | None = None, dev_root: str = "/dev", runtime: RuntimePods | None = None,
+                 on_runtime_news: Callable[[], None] | None = None) -> None:
         self.features = features
         self._layout = layout
         self._view = view
@@ -179,6 +182,8 @@ class Hooks:
         self._hami = hami if hami is not None else HostLayout()
         self._host = host if host is not None else HostPaths.under("/")   # sysfs for the RDMA verbs names
         self._dev_root = dev_root          # the host's /dev as this process sees it
+        self._runtime = runtime            # what the runtime tells us about pods, for the standalone pod source
+        self._on_runtime_news = on_runtime_news
         self._bad = LogOnce(log)
         self._index: tuple[object, dict[str, PodMeta]] | None = None
         self._cpu_rule: tuple[NodeSLOSpec, CPUQOSRule] | None = None
@@ -187,6 +192,7 @@ class Hooks:
 
     def create_container(self, sandbox: api.PodSandbox, ctr: api.Container) -> api.ContainerAdjustment:
         adjust = api.ContainerAdjustment()
+        self._told(sandbox, ((ctr.id, ctr.name),))
         view = self._view()
         info = self.pod_info(sandbox, view)
         if info is None:
@@ -269,6 +275,13 @@ class Hooks:
         while the runtime applies them, which must not fail the whole sync)."""
         view = self._view()
         sandboxes = {p.id: p for p in pods}
+        if self._runtime is not None:
+            names: dict[str, list[tuple[str, str]]] = {}
+            for ctr in containers:
+                names.setdefault(ctr.pod_sandbox_id, []).append((ctr.id, ctr.name))
+            self._runtime.replace_all(_runtime_pod(p, names.get(p.id, ())) for p in pods)
+            if self._on_runtime_news is not None:
+                self._on_runtime_news()
         infos: dict[str, PodInfo | None] = {}
         updates = []
         for ctr in containers:
@@ -288,6 +301,7 @@ class Hooks:
 
     def run_pod_sandbox(self, sandbox: api.PodSandbox) -> None:
         """Pod-level cgroup settings, written now so the first container starts under them."""
+        self._told(sandbox, ())
         if self._executor is None:
             return
         view = self._view()
@@ -326,6 +340,8 @@ class Hooks:
             self._nudge()
 
     def remove_pod_sandbox(self, sandbox: api.PodSandbox) -> None:
+        if self._runtime is not None:
+            self._runtime.remove(sandbox.uid)
         if self._executor is not None:
             info = self.pod_info(sandbox, None)
             if info is not None:
@@ -335,10 +351,24 @@ class Hooks:
 
     # --- resolving a sandbox ------------------------------------------------------------------------------
 
+    def _told(self, sandbox: api.PodSandbox, containers: Sequence[tuple[str, str]]) -> None:
+        """Remember what the runtime says of a pod (and its new containers); wake the pod source if it is news."""
+        if self._runtime is None:
+            return
+        news = self._runtime.sandbox(_runtime_pod(sandbox, ()))
+        for cid, name in containers:
+            news = self._runtime.container(sandbox.uid, cid, name) or news
+        if news and self._on_runtime_news is not None:
+            self._on_runtime_news()
+
     def pod_info(self, sandbox: api.PodSandbox, view: NodeView | None) -> PodInfo | None:
-        """The sandbox as the agent sees it; None (logged once) when it cannot be placed."""
+        """The sandbox as the agent sees it; None (logged once) when it cannot be placed.
+
+        The agent's own record wins when it has one from a real source (API server, kubelet, pods file); a pod
+        it has only found in the cgroup tree knows no labels or annotations, so the sandbox's are used.
+        """
         meta = self._known(sandbox.uid, view)
-        pod = meta.pod if meta is not None else self._sandbox_pod(sandbox)
+        pod = meta.pod if meta is not None and meta.described else self._sandbox_pod(sandbox)
         if pod is None:
             return None
         cgroup_dir = meta.cgroup_dir if meta is not None else self._layout.pod_dir(pod.kube_qos, pod.uid)
@@ -414,6 +444,13 @@ class Hooks:
             if group_exists(self._resctrl_root, name):
                 return name
         return None
+
+
+def _runtime_pod(sandbox: api.PodSandbox, containers: Iterable[tuple[str, str]]) -> RuntimePod:
+    return RuntimePod(uid=sandbox.uid, sandbox_id=sandbox.id, name=sandbox.name, namespace=sandbox.namespace,
+                      labels=MappingProxyType(dict(sandbox.labels)),
+                      annotations=MappingProxyType(dict(sandbox.annotations)),
+                      containers=MappingProxyType(dict(containers)))
 
 
 def _update(container_id: str, resources: api.LinuxResources) -> api.ContainerUpdate:

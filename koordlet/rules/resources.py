@@ -132,8 +132,9 @@ def normalization_ratio(annotations: Mapping[str, str]) -> tuple[float, str | No
 
 
 def batch_container(pod: Pod, container: Container, quota_enabled: bool = True, ratio: float = 1.0) -> Settings:
-    """BE pods run on batch-* resources: shares from the request, quota and memory limit from the limits."""
-    if pod.raw_qos_class != wire.QOS_BE:
+    """BE pods run on batch-* resources: shares from the request, quota and memory limit from the limits.
+    A container nobody has named is left alone: its resources are unknown, not zero."""
+    if pod.raw_qos_class != wire.QOS_BE or not container.known:
         return Settings()
     r = container.resources
     return Settings(cpu_shares=_shares(r.batch_cpu_request),
@@ -141,11 +142,29 @@ def batch_container(pod: Pod, container: Container, quota_enabled: bool = True, 
                     memory_limit=r.batch_memory_limit if r.batch_memory_limit > 0 else -1)
 
 
+def app_containers(pod: Pod, containers: tuple[Container, ...]) -> tuple[Container, ...] | None:
+    """The containers whose resources make the pod's sums, or None when they cannot be told.
+
+    An unnamed cgroup dir under the pod may be the sandbox (pause) container, an init container that has
+    finished, or an application container the agent has no resources for. It is ignored when the pod's spec is
+    known and every regular container of it is among the named ones (then it is not an application container);
+    otherwise the sums would be guesses, and a guess of "no limit" loosens what the runtime hook has set.
+    """
+    known = tuple(c for c in containers if c.known)
+    if len(known) == len(containers):
+        return known
+    regular = {s.name for s in pod.spec_containers if not s.sidecar}
+    return known if regular and regular <= {c.name for c in known} else None
+
+
 def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool = True,
               ratio: float = 1.0) -> Settings:
-    """Pod level: Σ of the containers; unlimited as soon as one container is unlimited."""
-    if pod.raw_qos_class != wire.QOS_BE:
+    """Pod level: Σ of the containers; unlimited as soon as one container is unlimited; left alone when the
+    application containers cannot be told (:func:`app_containers`)."""
+    apps = app_containers(pod, containers)
+    if pod.raw_qos_class != wire.QOS_BE or apps is None:
         return Settings()
+    containers = apps
     request = sum(c.resources.batch_cpu_request for c in containers)
     cpu_limited = bool(containers) and all(c.resources.batch_cpu_limit > 0 for c in containers)
     mem_limited = bool(containers) and all(c.resources.batch_memory_limit > 0 for c in containers)

@@ -28,6 +28,7 @@ class PodMeta:
     pod: Pod
     cgroup_dir: str
     containers: tuple[tuple[Container, str], ...]     # started containers and their dirs
+    described: bool = True     # False: found in the cgroup tree only (no labels, annotations or names yet)
 
 
 def pod_owner(meta: PodMeta) -> str:
@@ -97,7 +98,11 @@ class PodsInformer:
         """PLEG callback: runs on the PLEG thread, so it only sets the trigger."""
         if event.kind in (EventKind.POD_ADDED, EventKind.CONTAINER_ADDED, EventKind.POD_DELETED,
                           EventKind.CONTAINER_DELETED, EventKind.RESYNC):
-            self._trigger.set()
+            self.poke()
+
+    def poke(self) -> None:
+        """Ask for an early sync (rate-limited, never waits): the source has news, e.g. the runtime named a pod."""
+        self._trigger.set()
 
     def sync(self) -> bool:
         try:

@@ -30,6 +30,7 @@ from koordlet.states.kubelet import KubeletClient, KubeletCPUConfig
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOFile, NodeSLOSpec, merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pools import CPUPools, Pools, cpu_pools
+from koordlet.states.runtimepods import RuntimePods
 
 if TYPE_CHECKING:
     from koordlet.host.nvml import GpuHealth, GpuInventory
@@ -100,11 +101,13 @@ class NodeState:
 
     def __init__(self, config: Config, paths: HostPaths, cgroups: Cgroups, informer: PodsInformer, *,
                  cluster: Cluster | None = None, kubelet: KubeletClient | None = None,
-                 slo_file: NodeSLOFile | None = None, topology: Topology | None = None) -> None:
+                 slo_file: NodeSLOFile | None = None, topology: Topology | None = None,
+                 runtime_pods: RuntimePods | None = None) -> None:
         self.config = config
         self.paths = paths
         self.cgroups = cgroups
         self.informer = informer
+        self.runtime_pods = runtime_pods if runtime_pods is not None else RuntimePods()   # written by NRI hooks
         self.cluster = cluster
         self.kubelet = kubelet
         self.slo_file = slo_file

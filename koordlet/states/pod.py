@@ -51,6 +51,7 @@ class Container:
     runtime: str      # "containerd", "docker", "cri-o", "pouch"; "" when discovered from a cgroupfs dir name
     id: str           # bare id; "" before the container has started
     resources: Resources = NO_RESOURCES
+    known: bool = True    # False: a cgroup dir nobody has named (resources unknown; it may be the sandbox's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,11 @@ Without a cluster the cgroup tree is the only truth about what runs here. The po
 objects, or a ``kind: List``/``PodList`` with ``items`` as ``kubectl get pods -o yaml`` prints) adds names,
 labels, annotations and container names, matched by pod UID. It is re-read when its mtime changes; a file
 that does not parse keeps the previous good content, and a bad entry is skipped with an error naming it.
+
+When the NRI plugin is connected, the runtime's word (:mod:`koordlet.states.runtimepods`) names the pods the file
+does not: labels, annotations, container names (their batch resources from the extended-resource-spec annotation,
+as the runtime hooks read them), and which child dir is the sandbox's, so it is not counted as a container. A
+child dir that nobody names is kept for collection but marked unknown: no batch settings are derived from it.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ import dataclasses
 import logging
 import os
 
+from koordlet.decode import DecodeError
 from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
 from koordlet.states.informer import PodMeta
-from koordlet.states.pod import Container, Pod, pod_from_k8s
+from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec, pod_from_k8s
+from koordlet.states.runtimepods import RuntimePod, RuntimePods
 from koordlet.yamlfile import load_yaml
 
 log = logging.getLogger(__name__)
@@ -50,12 +57,14 @@ def load_pods_file(path: str) -> tuple[dict[str, Pod], list[str]]:
 
 
 class StandalonePodSource:
-    def __init__(self, cgroups: Cgroups, pods_file: str = "") -> None:
+    def __init__(self, cgroups: Cgroups, pods_file: str = "", runtime: RuntimePods | None = None) -> None:
         self._cgroups = cgroups
         self._file = pods_file
+        self._runtime = runtime           # what the NRI plugin was told (labels, annotations, container names)
         self._mtime: float | None = None
         self._known: dict[str, Pod] = {}
         self._bad = LogOnce(log, logging.ERROR)
+        self._bad_spec = LogOnce(log)         # per pod uid: a malformed extended-resource-spec from the runtime
 
     def _refresh_file(self) -> None:
         if not self._file:
@@ -85,20 +94,52 @@ class StandalonePodSource:
     def __call__(self) -> list[PodMeta]:
         self._refresh_file()
         metas = []
+        live = set()
         for qos, uid, pod_dir in self._cgroups.list_pods():
+            live.add(uid)
             described = self._known.get(uid)
+            told = self._runtime.get(uid) if self._runtime is not None else None
             by_id = {c.id: c for c in described.containers} if described else {}
+            resources = self._told_resources(told, described) if told is not None else None
             containers = []
             for runtime, cid, rel in self._cgroups.list_containers(pod_dir):
-                known = by_id.get(cid)
-                containers.append((known or Container(name=cid[:12], runtime=runtime, id=cid), rel))
+                if told is not None and cid == told.sandbox_id:
+                    continue                      # the pause container: the pod's, not an application's
+                container = by_id.get(cid)
+                if container is None and told is not None and cid in told.containers:
+                    name = told.containers[cid]
+                    container = (Container(name, runtime, cid, resources.get(name, NO_RESOURCES))
+                                 if resources is not None else Container(name, runtime, cid, known=False))
+                if container is None:
+                    container = Container(name=cid[:12], runtime=runtime, id=cid, known=False)
+                containers.append((container, rel))
+            if described is None and told is not None:
+                described = Pod(uid=uid, name=told.name, namespace=told.namespace, kube_qos=qos,
+                                labels=told.labels, annotations=told.annotations)
             if described is None:
-                described = Pod(uid=uid, name=pod_dir.rsplit("/", 1)[-1], namespace="", kube_qos=qos)
-            elif described.kube_qos is not qos:
+                pod = Pod(uid=uid, name=pod_dir.rsplit("/", 1)[-1], namespace="", kube_qos=qos, phase="Running",
+                          containers=tuple(c for c, _ in containers))
+                metas.append(PodMeta(pod, pod_dir, tuple(containers), described=False))
+                continue
+            if described.kube_qos is not qos:
                 log.warning("pods file qos differs from cgroup tree uid=%s file=%s cgroup=%s; using cgroup",
                             uid, described.kube_qos.value, qos.value)
             pod = dataclasses.replace(described, kube_qos=qos, phase=described.phase or "Running",
                                       containers=tuple(c for c, _ in containers))
             metas.append(PodMeta(pod, pod_dir, tuple(containers)))
+        self._bad_spec.keep_only(live)
         return metas
+
+    def _told_resources(self, told: RuntimePod, described: Pod | None) -> dict[str, Resources] | None:
+        """Per-container resources of a pod named by the runtime: the pods file's spec, else the
+        extended-resource-spec annotation (what the runtime hooks use); None when that annotation is malformed
+        (logged once for the pod; its containers' batch settings are then left alone)."""
+        if described is not None:
+            return {c.name: c.resources for c in described.containers}
+        try:
+            return extended_resource_spec(told.annotations)
+        except DecodeError as e:
+            self._bad_spec(told.uid, "pod %s/%s: annotation %s; batch resources left alone", told.namespace,
+                      told.name, e)
+            return None
 
