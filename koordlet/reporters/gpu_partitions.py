@@ -5,8 +5,15 @@ emits no table for NVIDIA GPUs (the scheduler then falls back to a built-in Hopp
 We derive one from the node's real NVLink and PCIe topology, so the scheduler keeps a multi-GPU pod on GPUs that
 talk fast to each other, and can honour a pod's ``ringBusBandwidth`` requirement.
 
-The scheduler groups partitions of one size by ``allocationScore`` and takes higher scores first; a pod that asks
-for ``ringBusBandwidth`` >= X never gets a partition without that field. Hence the rule below.
+How koord-scheduler reads the table (pkg/scheduler/plugins/deviceshare): ``GetGPUPartitionIndexer``
+(allocator_gpu_helper.go) groups the partitions of one size by ``allocationScore`` and sorts the groups by
+*ascending* score; ``allocateByPartition`` (allocator_gpu.go) walks them in that order and stops at the first group
+holding a feasible partition (all its GPUs free and healthy, ``ringBusBandwidth`` >= the pod's when the pod asks for
+one - a partition without the field never passes that test); a ``Restricted`` pod stops after the first group
+whatever it holds. Inside the group it takes the candidate that leaves the most partitions of the lowest-score group
+of each size 8, 4, 2 (>= the request) intact. Upstream's comments say "higher score is preferred", but the code
+takes the LOWEST score first, and the code is what places pods. So the lowest score must go to the partitions whose
+loss costs least: the ones inside the weakest larger groups. Hence the rule below.
 
 The rule
 --------
@@ -44,12 +51,16 @@ The rule
    Groups left unpaired do not go further up. Stop when fewer than 2 groups of a size are left. Every group built
    at any level is a partition of its size, so partitions of one size never overlap and every partition of size
    k lies inside at most one partition of size 2k (its parent).
-7. allocationScore (higher = take first, because taking it breaks less): for a partition of size k whose parent
-   is R, 1 + the number of distinct Q values among all size-2k partitions that are strictly better than Q(R) -
-   taking from the weakest larger group keeps the strong larger groups whole. A partition below the top size
-   without a parent (left over by an odd count) scores 1 + the number of distinct Q values among all size-2k
-   partitions: taking it breaks nothing. The top size scores 1. When all groups of a size are equal, every score
-   is 1, as in upstream's built-in Hopper table.
+7. allocationScore (LOWER = taken first by koord-scheduler): taking a partition P breaks every larger group that
+   contains P (its parent, the parent's parent, ...). P's cost key lists, from the largest size down to P's parent's
+   size, the Q of P's ancestor of that size, or "none" (below every Q) where P has no ancestor that big.  Keys compare
+   lexicographically: P is cheaper when the biggest group it breaks is weaker, then the next biggest, and so on; a
+   partition no larger group contains (left over by an odd count) breaks nothing and is cheapest of all. The score
+   is 1 + the number of distinct smaller keys among the partitions of its size, so the cheapest partitions score 1
+   and the scheduler takes the weakest groups apart first, keeping the strong NVLink groups whole for the pods that
+   need them. Comparing the whole chain, not just the parent, matters when the pairs are equal but the quads they
+   form are not. The top size scores 1. When all groups are equal every score is 1, as in upstream's built-in
+   Hopper table.
 
 Output: ``{"1": [...], "2": [...], ...}`` with keys in numeric order, partitions of a size sorted by minors, each
 ``{"minors", "gpuLinkType", "ringBusBandwidth" (when known), "allocationScore"}``; no GPUs -> ``{}``.
@@ -108,10 +119,9 @@ def derive_partitions(gpus: Sequence[GpuLinks],
     levels, parent, quality = _build_levels(sorted(g.minor for g in gpus), fabric)
     table: dict[str, list[dict[str, Any]]] = {}
     for index, groups in enumerate(levels):
-        larger = [quality[g] for g in levels[index + 1]] if index + 1 < len(levels) else []
+        scores = _scores(groups, parent, quality, sizes_above=len(levels) - 1 - index)
         table[str(len(groups[0]))] = [
-            _partition(group, quality[group][0], fabric.bandwidth_known, _score(parent.get(group), quality, larger))
-            for group in sorted(groups)]
+            _partition(group, quality[group][0], fabric.bandwidth_known, scores[group]) for group in sorted(groups)]
     return table
 
 
@@ -247,14 +257,31 @@ def _negate(q: Quality) -> Quality:
     return -q[0], -q[1]
 
 
-def _score(parent: Group | None, quality: Mapping[Group, Quality], larger: list[Quality]) -> int:
-    """allocationScore (rule 7): how many distinct strengths of larger group taking this one leaves intact."""
-    if not larger:
-        return 1
-    distinct = set(larger)
-    if parent is None:
-        return 1 + len(distinct)
-    return 1 + sum(1 for q in distinct if q > quality[parent])
+# One place of a cost key (rule 7): (0, _NO_QUALITY) where the partition has no ancestor of that size, which sorts
+# below (1, Q) for every real ancestor Q.
+_CostPlace = tuple[int, Quality]
+_NO_QUALITY: Quality = (0, 0)
+
+
+def _cost_key(group: Group, parent: Mapping[Group, Group], quality: Mapping[Group, Quality],
+              sizes_above: int) -> tuple[_CostPlace, ...]:
+    """What taking this partition breaks (rule 7): its ancestors' Q, largest size first; smaller = cheaper."""
+    chain: list[_CostPlace] = []             # nearest ancestor first
+    ancestor = parent.get(group)
+    while ancestor is not None:
+        chain.append((1, quality[ancestor]))
+        ancestor = parent.get(ancestor)
+    chain += [(0, _NO_QUALITY)] * (sizes_above - len(chain))
+    return tuple(reversed(chain))
+
+
+def _scores(groups: list[Group], parent: Mapping[Group, Group], quality: Mapping[Group, Quality],
+            sizes_above: int) -> dict[Group, int]:
+    """allocationScore of each partition of one size (rule 7): 1 for the cheapest to take, as koord-scheduler sorts
+    ascending and takes the first group that fits - so the weak groups go first and the strong ones stay whole."""
+    keys = {group: _cost_key(group, parent, quality, sizes_above) for group in groups}
+    rank = {key: index + 1 for index, key in enumerate(sorted(set(keys.values())))}
+    return {group: rank[key] for group, key in keys.items()}
 
 
 def _partition(group: Group, ring_bandwidth: int, bandwidth_known: bool, score: int) -> dict[str, Any]:
