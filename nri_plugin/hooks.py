@@ -19,6 +19,7 @@ container is always created. Facts: reference/nri-hami-podresources.md §2, qos-
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
 from koordlet.decode import DecodeError
+from koordlet.executor import Update
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
 from koordlet.host.paths import HostPaths
 from koordlet.host.rdma import verbs_devices
@@ -183,6 +185,7 @@ class Hooks:
         self._host = host if host is not None else HostPaths.under("/")   # sysfs for the RDMA verbs names
         self._dev_root = dev_root          # the host's /dev as this process sees it
         self._runtime = runtime            # what the runtime tells us about pods, for the standalone pod source
+        self.oom_adjust: bool | None = None   # the runtime applies oom_score_adj adjustments (None: not known)
         self._on_runtime_news = on_runtime_news
         self._bad = LogOnce(log)
         self._index: tuple[object, dict[str, PodMeta]] | None = None
@@ -211,7 +214,7 @@ class Hooks:
                 value = None
                 self._bad(f"oom/{info.pod.uid}", "nri pod=%s: annotation %s; oom_score_adj left as it is",
                           info.pod.key, e)
-            if value is not None and _opt_int(ctr.linux, "oom_score_adj") != value:
+            if value is not None and _opt_int(ctr.linux, "oom_score_adj") != value and self.oom_adjust is not False:
                 adjust.linux.oom_score_adj.value = value
                 adjust.linux.oom_score_adj.SetInParent()
         if self.features.gpu_env:
@@ -219,6 +222,20 @@ class Hooks:
         if self.features.rdma_devices:
             self._inject_rdma(info.pod, ctr.name, adjust)
         return adjust
+
+    def _oom_after_start(self, pod: Pod, ctr: api.Container) -> None:
+        """``/proc/<pid>/oom_score_adj`` of the container's first process, as upstream koordlet writes it (its
+        children inherit it; only when it differs). A process that is gone already counts as missing."""
+        if self._executor is None or ctr.pid <= 0:
+            return
+        try:
+            value = container_oom_score_adj(pod.annotations, ctr.name)
+        except DecodeError as e:
+            self._bad(f"oom/{pod.uid}", "nri pod=%s: annotation %s; oom_score_adj left as it is", pod.key, e)
+            return
+        if value is not None:
+            path = self._host.proc(str(ctr.pid), "oom_score_adj")
+            self._executor.update([Update(path, str(value), f"pod {pod.key}", "oom-score-adj", cacheable=False)])
 
     def _inject_rdma(self, pod: Pod, name: str, adjust: api.ContainerAdjustment) -> None:
         """Device nodes for the RDMA functions allocated to this container (to every container when the agent
@@ -292,6 +309,8 @@ class Hooks:
             info = infos[ctr.pod_sandbox_id]
             if info is None:
                 continue
+            if self.features.oom_score_adj and self.oom_adjust is not True and ctr.state == api.CONTAINER_RUNNING:
+                self._oom_after_start(info.pod, ctr)
             delta = resources_delta(self._settings(info, ctr.name, view), ctr.linux.resources)
             if delta is not None:
                 update = _update(ctr.id, delta)
@@ -325,15 +344,26 @@ class Hooks:
             updates.append(executor.cgroup(info.cgroup_dir, "cpu.bvt_warp_ns", value, owner, "cpu-qos"))
         executor.update(updates)
 
+    def configure(self, runtime: str, version: str) -> None:
+        """Learn what the connected runtime can apply (Configure names it); logged when it changes our way."""
+        self.oom_adjust = oom_adjust_supported(runtime, version)
+        if self.features.oom_score_adj and self.oom_adjust is not True:
+            log.info("nri runtime=%s version=%s %s oom_score_adj adjustments; writing /proc/<pid>/oom_score_adj "
+                     "after start instead", runtime, version,
+                     "ignores" if self.oom_adjust is False else "may ignore")
+
     def post_start_container(self, sandbox: api.PodSandbox, ctr: api.Container) -> None:
-        """Cookies and resctrl task moves act on processes, which exist only now: wake the reconciler."""
-        if self._nudge is None:
-            return
+        """Cookies and resctrl task moves act on processes, which exist only now: wake the reconciler. Where the
+        runtime ignores oom_score_adj adjustments, the container's first process gets the value now."""
         view = self._view()
         info = self.pod_info(sandbox, view)
         if info is None:
             return
         pod = info.pod
+        if self.features.oom_score_adj and self.oom_adjust is not True:
+            self._oom_after_start(pod, ctr)
+        if self._nudge is None:
+            return
         wants_cookie = self.features.core_sched and group_id(pod, self._slo(view))[0] is not None
         wants_group = self.features.resctrl_pods and wire.ANNOTATION_POD_RESCTRL in pod.annotations
         if wants_cookie or wants_group:
@@ -444,6 +474,15 @@ class Hooks:
             if group_exists(self._resctrl_root, name):
                 return name
         return None
+
+
+def oom_adjust_supported(runtime: str, version: str) -> bool | None:
+    """Whether the runtime applies an adjustment's oom_score_adj: NRI added it in v0.7 (containerd 2.0);
+    containerd 1.7 drops it without a word. None for runtimes whose NRI this table does not know."""
+    found = re.search(r"(\d+)\.(\d+)", version)
+    if runtime != "containerd" or found is None:
+        return None
+    return int(found.group(1)) >= 2
 
 
 def _runtime_pod(sandbox: api.PodSandbox, containers: Iterable[tuple[str, str]]) -> RuntimePod:

@@ -368,6 +368,7 @@ class NRIPlugin:
                 self._request_timeout = req.request_timeout / 1000
             log.info("nri configured runtime=%s version=%s nri=%s request_timeout_ms=%d", req.runtime_name,
                      req.runtime_version, req.NRI_version or "<0.12", req.request_timeout)
+            self.hooks.configure(req.runtime_name, req.runtime_version)
         return api.ConfigureResponse(events=self.events).SerializeToString()
 
     async def _synchronize(self, payload: bytes, deadline: float | None) -> bytes:

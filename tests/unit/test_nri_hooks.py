@@ -316,3 +316,45 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
         assert unknown.create_container(evil, container(evil, "app")).ByteSize() == 0
     assert "0000:09:00.5 has no RDMA verbs device" in caplog.text
     assert "'../../../etc' is not a PCI address" in caplog.text
+
+
+def test_oom_score_adj_after_start_where_the_runtime_drops_the_adjustment(tmp_path):
+    """containerd 1.7's NRI has no oom_score_adj adjustment (it is dropped silently, found against the real
+    runtime): the value goes to /proc/<pid>/oom_score_adj of the started container instead, as upstream does.
+    A real process of this test stands in for the container's; raising the value needs no privilege."""
+    import subprocess
+    import sys
+
+    from koordlet.host.paths import HostPaths
+    _paths, cg, _ = fake_host(tmp_path, files=())
+    h = Hooks(HookFeatures(oom_score_adj=True), cg.layout, lambda: view(), executor=Executor(cg),
+              host=HostPaths.under("/"))
+    pod = sandbox("u-oom3", "LS", annotations={"koordinator.sh/oom-score-adj": "700"})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ctr = container(pod, "app")
+        ctr.pid = proc.pid
+        h.configure("containerd", "v1.7.24")
+        assert "oom" not in resources(h.create_container(pod, ctr))      # not sent: it would do nothing
+        h.post_start_container(pod, ctr)
+        with open(f"/proc/{proc.pid}/oom_score_adj") as f:
+            assert int(f.read()) == 700
+
+        h.configure("containerd", "2.0.4")                               # NRI >= 0.7 applies it at creation
+        assert resources(h.create_container(pod, ctr))["oom"] == 700
+        with open(f"/proc/{proc.pid}/oom_score_adj", "w") as f:
+            f.write("800")
+        h.post_start_container(pod, ctr)
+        with open(f"/proc/{proc.pid}/oom_score_adj") as f:
+            assert int(f.read()) == 800                                  # no second writer
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_oom_adjust_support_by_runtime_version():
+    from nri_plugin.hooks import oom_adjust_supported
+    assert oom_adjust_supported("containerd", "v1.7.24") is False
+    assert oom_adjust_supported("containerd", "1.7.24~ds1-5") is False
+    assert oom_adjust_supported("containerd", "v2.0.0") is True
+    assert oom_adjust_supported("cri-o", "1.31.0") is None and oom_adjust_supported("containerd", "") is None
