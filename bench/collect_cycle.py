@@ -56,6 +56,8 @@ def floor_files(paths: HostPaths, cgroups: Cgroups, metas, numa_nodes: tuple[int
         for rel in [meta.cgroup_dir] + [r for _, r in meta.containers]:
             f = cgroups.usage_files(rel)
             files += [f.cpu, f.memory_stat, f.memory_usage]
+        if numa_nodes:         # the pods' memory per NUMA node, for the per-NUMA system usage
+            files.append(cgroups.path("memory", meta.cgroup_dir, "memory.numa_stat"))
     be = cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
     f = cgroups.usage_files(be)
     files += [f.cpu, f.memory_stat, f.memory_usage, cgroups.path("cpuset", be, "cpuset.cpus"),

@@ -25,6 +25,8 @@ class CgroupValues:
     cpuset: str = "0-3"
     quota: int = -1
     period: int = 100000
+    # memory.numa_stat: anon bytes per NUMA node (default: all on node 0); unevictable and file pages on node 0
+    numa: dict[int, int] | None = None
 
 
 @dataclass
@@ -130,6 +132,7 @@ class FakeHost:
             self._write(j("cpuset", "cpuset.cpus"), f"{v.cpuset}\n")
             self._write(j("cpu", "cpu.cfs_quota_us"), f"{v.quota}\n")
             self._write(j("cpu", "cpu.cfs_period_us"), f"{v.period}\n")
+            self._write(j("memory", "memory.numa_stat"), self._numa_stat_v1(v))
         else:
             d = os.path.join(root, rel)
             self._write(os.path.join(d, "cpu.stat"),
@@ -140,9 +143,44 @@ class FakeHost:
                         f"inactive_anon {ia}\nactive_anon {aa}\ninactive_file {v.inactive_file}\n"
                         f"active_file {v.active_file}\nunevictable {v.unevictable}\n")
             self._write(os.path.join(d, "memory.current"), f"{usage}\n")
+            self._write(os.path.join(d, "memory.numa_stat"), self._numa_stat_v2(v))
             self._write(os.path.join(d, "cpuset.cpus.effective"), f"{v.cpuset}\n")
             quota = "max" if v.quota < 0 else str(v.quota)
             self._write(os.path.join(d, "cpu.max"), f"{quota} {v.period}\n")
+
+    @staticmethod
+    def _numa_split(v: CgroupValues) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+        """(anon, unevictable, file) bytes per node: anon as ``v.numa`` says (all on node 0 without it),
+        unevictable and file pages on node 0."""
+        anon = dict(v.numa) if v.numa is not None else {0: v.anon}
+        anon.setdefault(0, 0)
+        anon = dict(sorted(anon.items()))
+        unev = {n: v.unevictable if n == 0 else 0 for n in anon}
+        file = {n: v.active_file + v.inactive_file if n == 0 else 0 for n in anon}
+        return anon, unev, file
+
+    def _numa_stat_v1(self, v: CgroupValues) -> str:
+        """v1 format in pages; the plain lines count only pages charged to the dir itself, which the kernel shows
+        as 0 for a pod whose processes live in its container cgroups, the hierarchical ones everything below."""
+        page = os.sysconf("SC_PAGE_SIZE")
+        anon, unev, file = self._numa_split(v)
+        line = lambda name, per: (f"{name}={sum(per.values()) // page} "  # noqa: E731
+                                  + " ".join(f"N{n}={b // page}" for n, b in per.items()) + "\n")
+        zero = dict.fromkeys(anon, 0)
+        total = {n: anon[n] + unev[n] + file[n] for n in anon}
+        return "".join([line("total", zero), line("file", zero), line("anon", zero), line("unevictable", zero),
+                        line("hierarchical_total", total), line("hierarchical_file", file),
+                        line("hierarchical_anon", anon), line("hierarchical_unevictable", unev)])
+
+    def _numa_stat_v2(self, v: CgroupValues) -> str:
+        """v2 format in bytes (hierarchical), a subset of the kernel's lines in its order."""
+        anon, unev, file = self._numa_split(v)
+        half = {n: b // 2 for n, b in anon.items()}
+        line = lambda name, per: name + " " + " ".join(f"N{n}={b}" for n, b in per.items()) + "\n"  # noqa: E731
+        return "".join([line("anon", anon), line("file", file), line("kernel_stack", dict.fromkeys(anon, 0)),
+                        line("inactive_anon", half), line("active_anon", {n: anon[n] - half[n] for n in anon}),
+                        line("inactive_file", dict.fromkeys(anon, 0)), line("active_file", file),
+                        line("unevictable", unev)])
 
     def pod_dir(self, qos: KubeQOS, uid: str) -> str:
         return self.layout.pod_dir(qos, uid)

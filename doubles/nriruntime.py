@@ -84,7 +84,7 @@ class FakeRuntime:
     def __init__(self, socket_path: str, *, nri_version: str = "v0.11.0", request_timeout: float = 2.0,
                  registration_timeout: float = 5.0, valid_events: int = 0x7FF,
                  pods: Sequence[api.PodSandbox] = (), containers: Sequence[api.Container] = (),
-                 sync_chunk: int = 0, split: str | int = "go") -> None:
+                 sync_chunk: int = 0, split: str | int = "go", config: str = "") -> None:
         if split != "go" and not (isinstance(split, int) and split > 0):
             raise ValueError(f"split must be 'go' or a positive int, not {split!r}")
         self.socket_path = socket_path
@@ -96,6 +96,7 @@ class FakeRuntime:
         self.containers = list(containers)
         self.sync_chunk = sync_chunk
         self.split = split
+        self.config = config                  # the plugin configuration text Configure hands over
         self.registrations: list[api.RegisterPluginRequest] = []
         self.configures: list[api.ConfigureResponse] = []
         self.events_mask: int | None = None
@@ -451,7 +452,7 @@ class FakeRuntime:
             return
         try:
             cfg = await self._call(conn, "Configure", api.ConfigureRequest(
-                config="", runtime_name="fake-containerd", runtime_version="2.1.0",
+                config=self.config, runtime_name="fake-containerd", runtime_version="2.1.0",
                 registration_timeout=int(self.registration_timeout * 1000),
                 request_timeout=int(self.request_timeout * 1000), NRI_version=self.nri_version),
                 api.ConfigureResponse)

@@ -50,7 +50,7 @@ from koordlet.prediction.server import PredictionConfig
 from koordlet.reporters.files import report_objects, write_yaml_atomic
 from koordlet.server import HttpServer
 from koordlet.states.cluster import Cluster, ClusterError
-from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects
+from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects, resource_rows
 from koordlet.states.nodeslo import NodeSLOFile
 from koordlet.states.nodestate import NodeState, NodeView
 from koordlet.states.pleg import Pleg
@@ -105,12 +105,12 @@ class _Schedule:
         self.next_at = now + self.backoff
 
 
-def kubelet_client(config: Config) -> KubeletClient:
+def kubelet_client(config: Config, metrics: AgentMetrics | None = None) -> KubeletClient:
     from koordlet.states.kubelet import KubeletClient
     insecure = config.kubelet_insecure_tls
     return KubeletClient(config.kubelet_address, config.kubelet_read_only_port if insecure else config.kubelet_port,
                          https=not insecure, token_path=None if insecure else config.kubelet_token_file,
-                         timeout=config.kubelet_sync_timeout)
+                         timeout=config.kubelet_sync_timeout, metrics=metrics)
 
 
 def pod_source(config: Config, cgroups: Cgroups, kubelet: KubeletClient | None,
@@ -192,17 +192,27 @@ class Agent:
             cluster = Cluster.connect(config) if connect and not config.standalone else None
         except ClusterError as e:
             raise StartupError(str(e)) from None
-        kubelet = kubelet_client(config) if config.pod_source == "kubelet" else None
+        kubelet = kubelet_client(config, metrics) if config.pod_source == "kubelet" else None
         runtime_pods = RuntimePods()
         informer = PodsInformer(pod_source(config, cgroups, kubelet, cluster.api if cluster else None, runtime_pods),
                                 config.kubelet_sync_interval, config.pod_source)
         informer.on_error.append(metrics.pod_sync_errors.labels(config.node_name, config.pod_source).inc)
+        informer.on_sync.append(lambda: metrics.pods_synced((m.pod.uid for m in informer.pods),
+                                                            resource_rows(informer.pods)))
         slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
         node = NodeState(config, paths, cgroups, informer, cluster=cluster, kubelet=kubelet,
-                         slo_file=slo_file, runtime_pods=runtime_pods)
+                         slo_file=slo_file, runtime_pods=runtime_pods, metrics=metrics)
         # a one-shot run must not touch the daemon's checkpoints (restore deletes those of unknown pods)
         checkpoints = config.prediction_checkpoint_filepath if persist else ""
-        prediction = Prediction(cache, PredictionConfig(checkpoint_dir=checkpoints or None))
+        prediction = Prediction(cache, PredictionConfig(
+            checkpoint_dir=checkpoints or None, cold_start=config.prediction_cold_start_duration,
+            safety_margin_percent=config.prediction_safety_margin_percent,
+            memory_half_life=config.prediction_memory_histogram_decay_halflife,
+            cpu_half_life=config.prediction_cpu_histogram_decay_halflife,
+            training_interval=config.prediction_training_interval,
+            model_expiration=config.prediction_model_expiration_duration,
+            checkpoint_interval=config.prediction_model_checkpoint_interval,
+            checkpoint_max_per_step=config.prediction_model_checkpoint_max_per_step), metrics)
         ctx = Context(config, paths, cgroups, metrics, cache, node, prediction, persist=persist)
         agent = cls(ctx)
         ctx.view = agent.nri_view
@@ -275,7 +285,7 @@ class Agent:
             log.warning("running as uid=%d, not root: enforcement is off, the agent only collects and reports",
                         os.geteuid())
         loops = self.loops = Loops(stop, self.metrics)
-        server = HttpServer(cfg.addr, self.metrics.registry, self.ready,
+        server = HttpServer(cfg.addr, self.metrics.pages(), self.ready,
                             self.executor.events if self.executor is not None else None, health=loops.healthy,
                             events_remote=cfg.gate("AuditEventsHTTPHandler"))  # else /events: loopback only
         pleg = self._start_pleg()
@@ -340,9 +350,11 @@ class Agent:
             log.info("agent stopped node=%s", cfg.node_name)
 
     def _set_gauges(self) -> None:
-        """The agent's own state gauges (pods known, series in memory), refreshed by the housekeeping loop."""
+        """The agent's own state gauges (pods known, series in memory) and the expiry of upstream's expiring
+        series, by the housekeeping loop."""
         self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(self.informer.pods))
         self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
+        self.metrics.expire()
 
     def _report_loop(self, stop: threading.Event) -> None:
         """Every report on its schedule, and the slow refreshes (host topology, RDMA, NodeSLO file, prediction).

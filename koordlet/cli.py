@@ -1,4 +1,8 @@
-"""Command line: ``koordlet run [--once] | report --once | doctor | topology | version``.
+"""Command line: ``koordlet [run] [--once] | report --once | doctor | topology | version``.
+
+Without a subcommand, ``koordlet <flags>`` is ``koordlet run <flags>``: upstream's image runs ``/koordlet <args>``,
+so an upstream DaemonSet's command and args start the agent unchanged. Upstream's flags that are not options here
+are accepted too (:mod:`koordlet.compat`), each announced with one log line at start-up.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key).
 """
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from koordlet import __version__
+from koordlet.compat import Note, add_upstream_flags, announce, normalize_argv, resolve
 from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
 from koordlet.sdnotify import notify
 
@@ -32,29 +37,52 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+COMMANDS = ("run", "report", "doctor", "topology", "version")
+_TOP_LEVEL = ("-h", "--help", "--version")
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = ArgParser(prog="koordlet", description="Koordinator-compatible node agent (koordlet-py)")
+    parser = ArgParser(prog="koordlet", description="Koordinator-compatible node agent (koordlet-py). Without a "
+                       "COMMAND, `koordlet <flags>` is `koordlet run <flags>`, as upstream's `/koordlet <args>`.")
     parser.add_argument("--version", action="version", version=f"koordlet-py {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
-    run = sub.add_parser("run", help="run the agent (daemon)")
+    run = sub.add_parser("run", help="run the agent (daemon); the default command")
     run.add_argument("--once", action="store_true", help="one full collection cycle, print a summary, exit")
-    add_flags(run)
+    _agent_flags(run)
     report = sub.add_parser("report", help="collect briefly, then print the objects the agent would report")
     report.add_argument("--once", action="store_true", help="one report and exit (the only mode for now)")
     report.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
-    add_flags(report)
+    _agent_flags(report)
     doctor = sub.add_parser("doctor", help="which kernel/cgroup features this host supports, and why not")
-    add_flags(doctor)
+    _agent_flags(doctor)
     topo = sub.add_parser("topology", help="CPU/NUMA topology, GPUs and RDMA NICs of this host")
     topo.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
-    add_flags(topo)
+    _agent_flags(topo)
     sub.add_parser("version", help="print the version")
     return parser
 
 
-def _config(args: argparse.Namespace) -> Config:
-    return build(file=args.config_file, flags=flag_values(args), require_node=args.command in ("run", "report"))
+def _agent_flags(parser: argparse.ArgumentParser) -> None:
+    add_flags(parser)
+    add_upstream_flags(parser)
+
+
+def _argv(argv: Sequence[str] | None) -> list[str]:
+    """The command line with ``run`` put in front when it names no subcommand (upstream's ``/koordlet <args>``),
+    and Go's ``-v`` spelled as argparse reads it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or (args[0] not in COMMANDS and args[0] not in _TOP_LEVEL):
+        args.insert(0, "run")
+    return normalize_argv(args)
+
+
+def _config(args: argparse.Namespace) -> tuple[Config, tuple[Note, ...]]:
+    """The configuration, and one note per upstream flag given that is mapped or inert here."""
+    flags = flag_values(args)
+    upstream = resolve(args, flags)
+    config = build(file=args.config_file, flags={**upstream.options, **flags},
+                   require_node=args.command in ("run", "report"))
+    return config, upstream.notes
 
 
 def _setup_logging(level: str) -> None:
@@ -206,19 +234,20 @@ def cmd_doctor(config: Config) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    words = _argv(argv)
+    implied = words[:1] == ["run"] and (argv if argv is not None else sys.argv[1:])[:1] != ["run"]
     try:
-        args = parser.parse_args(argv)
-        if args.command in (None, "version"):
-            if args.command is None:
-                parser.print_help()
-                return 2
+        args = parser.parse_args(words)
+        if args.command == "version":
             print(f"koordlet-py {__version__}")
             return 0
-        config = _config(args)
+        config, notes = _config(args)
     except ConfigError as e:
-        print(f"koordlet: configuration error: {e}", file=sys.stderr)
+        hint = " (no command given, so `koordlet run`; `koordlet --help` lists the commands)" if implied else ""
+        print(f"koordlet: configuration error: {e}{hint}", file=sys.stderr)
         return 2
     _setup_logging(config.log_level)
+    announce(notes)
     if args.command == "run":
         return cmd_run(config, args.once)
     if args.command == "doctor":

@@ -2,9 +2,11 @@
 
 Every option has exactly one name, spelled like the upstream koordlet flag where one exists
 (``cgroup-root-dir``, ``collect-res-used-interval``, ...). The same spelling is used as a YAML key,
-as a command-line flag (``--name`` or the Go-style ``-name``, so an upstream DaemonSet's args work
-unchanged) and, upper-cased with ``_`` and a ``KOORDLET_`` prefix, as an environment variable.
-Two upstream environment variables are honoured too: ``NODE_NAME`` and ``agent_mode=hostMode``.
+as a command-line flag (``--name`` or the Go-style ``-name``) and, upper-cased with ``_`` and a
+``KOORDLET_`` prefix, as an environment variable. Two upstream environment variables are honoured too:
+``NODE_NAME`` and ``agent_mode=hostMode``. Upstream's flags that are not options here (klog's ``-v``, the
+runtime-proxy and Prometheus-TSDB flags, ...) are accepted on the command line too: :mod:`koordlet.compat`
+has the table of every upstream flag and what each does here, so an upstream DaemonSet's args work unchanged.
 
 Bad input is refused at start-up with a :class:`ConfigError` that names the key and the problem; the CLI
 turns it into exit code 2.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import posixpath
 import re
 import socket
 from collections.abc import Callable, Mapping
@@ -114,6 +117,20 @@ def parse_float(raw: Any) -> float:
     return value
 
 
+def parse_non_negative_int(raw: Any) -> int:
+    value = parse_int(raw)
+    if value < 0:
+        raise ValueError(f"expected an integer >= 0, got {raw!r}")
+    return value
+
+
+def parse_positive_duration(raw: Any) -> float:
+    value = parse_duration(raw)
+    if value <= 0:
+        raise ValueError(f"expected a duration above 0, got {raw!r}")
+    return value
+
+
 def parse_port(raw: Any) -> int:
     port = parse_int(raw)
     if not 0 < port < 65536:
@@ -154,8 +171,10 @@ def parse_addr(raw: Any) -> tuple[str, int]:
     return host.strip("[]"), parse_port(port)
 
 
-# Upstream gate names with their defaults (reference/metrics-and-reports.md §1.3). Only gates that name a
-# capability this agent implements or will implement are listed; an unknown gate is a typo, so it is refused.
+# Upstream's koordlet feature gates with their stage and default: pkg/features/koordlet_features.go plus the
+# runtime-hook gates pkg/koordlet/runtimehooks/config.go adds to the same gate set (GroupIdentity ... OOMScoreAdj).
+# Every beta gate defaults on, every alpha gate off; upstream has no GA or deprecated koordlet gate. An unknown
+# gate is refused, as upstream's SetFromMap refuses it ("unrecognized feature gate").
 BETA_GATES = ("BECPUSuppress", "CPUBurst", "RdtResctrl", "NodeTopologyReport", "GroupIdentity",
               "CPUSetAllocator", "BatchResource")
 ALPHA_GATES = ("AuditEvents", "AuditEventsHTTPHandler", "BECPUManager", "BECPUEvict", "BEMemoryEvict",
@@ -166,12 +185,16 @@ ALPHA_GATES = ("AuditEvents", "AuditEventsHTTPHandler", "BECPUManager", "BECPUEv
                "RDMADeviceInject", "CPUNormalization", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
                "OOMScoreAdj")
 DEFAULT_GATES: dict[str, bool] = {**dict.fromkeys(BETA_GATES, True), **dict.fromkeys(ALPHA_GATES, False)}
+# component-base's special gates: each sets every gate of its stage that is not set explicitly
+BULK_GATES: dict[str, tuple[str, ...]] = {"AllAlpha": ALPHA_GATES, "AllBeta": BETA_GATES}
 
 
 def parse_gates(raw: Any) -> dict[str, bool]:
-    """``A=true,B=false`` (flag/env form) or a YAML mapping; ``AllAlpha``/``AllBeta`` as upstream."""
+    """``A=true,B=false`` (flag/env form, as component-base's MapStringBool: pairs split on ``,``, names and
+    values trimmed, a repeated name keeps its last value) or a YAML mapping. ``AllAlpha``/``AllBeta`` stay in the
+    result as they are: :func:`resolve_gates` applies them, after every layer is merged."""
     if isinstance(raw, Mapping):
-        items = [(str(k), v) for k, v in raw.items()]
+        items = [(str(k).strip(), v) for k, v in raw.items()]
     else:
         items = []
         for part in parse_str(raw).split(","):
@@ -187,15 +210,34 @@ def parse_gates(raw: Any) -> dict[str, bool]:
             enabled = parse_bool(value)
         except ValueError as e:
             raise ValueError(f"feature gate {name}: {e}") from None
-        if name == "AllAlpha":
-            gates.update(dict.fromkeys(ALPHA_GATES, enabled))
-        elif name == "AllBeta":
-            gates.update(dict.fromkeys(BETA_GATES, enabled))
-        elif name in DEFAULT_GATES:
-            gates[name] = enabled
-        else:
-            raise ValueError(f"unknown feature gate {name!r}")
+        if name not in DEFAULT_GATES and name not in BULK_GATES:
+            raise ValueError(f"unknown feature gate {name!r} (unrecognized upstream too; known: "
+                             f"{', '.join(sorted(DEFAULT_GATES))}, AllAlpha, AllBeta)")
+        gates[name] = enabled
     return gates
+
+
+def resolve_gates(settings: Mapping[str, bool]) -> dict[str, bool]:
+    """The gates an operator set, with ``AllAlpha``/``AllBeta`` expanded as upstream (component-base
+    featuregate ``SetFromMap``): a gate set by name keeps its value whatever the bulk setting and wherever it
+    stands in the list; ``AllAlpha=X`` sets every alpha gate not named to X, ``AllBeta=X`` every beta gate not
+    named. Gates left unset are absent (their default applies, :meth:`Config.gate`)."""
+    gates = {name: on for name, on in settings.items() if name not in BULK_GATES}
+    for bulk, members in BULK_GATES.items():
+        if bulk in settings:
+            for name in members:
+                gates.setdefault(name, settings[bulk])
+    return gates
+
+
+def go_join(*parts: str) -> str:
+    """Go's ``filepath.Join``: the non-empty parts joined with ``/`` and cleaned, so an absolute part does not
+    restart the path (``go_join("/host-var-run/", "/run/x.sock") == "/host-var-run/run/x.sock"``)."""
+    joined = "/".join(p for p in parts if p)
+    if not joined:
+        return ""
+    clean = posixpath.normpath(joined)
+    return "/" + clean.lstrip("/") if clean.startswith("//") else clean
 
 
 # --------------------------------------------------------------------------------------------------
@@ -251,6 +293,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("collect-res-used-interval", parse_duration, 1.0, "usage collection period (<1s disables collection)"),
     Option("collect-sys-metric-outdated-interval", parse_duration, 10.0,
            "system usage is computed only from inputs newer than this"),
+    Option("collect-node-cpu-info-interval", parse_positive_duration, 60.0,
+           "period of the host topology re-read (CPUs, NUMA nodes, RDMA NICs), upstream's node info collector"),
     Option("cpi-collector-interval", parse_duration, 60.0, "CPI collection period (gate CPICollector)"),
     Option("collect-cpi-timewindow", parse_duration, 10.0, "how long the CPI counters count in each period"),
     Option("psi-collector-interval", parse_duration, 10.0, "PSI collection period (gate PSICollector)"),
@@ -273,6 +317,21 @@ OPTIONS: tuple[Option, ...] = (
            "ConfigMap) from this YAML file, reloaded on change"),
     Option("prediction-checkpoint-filepath", parse_path, "/prediction-checkpoints",
            "directory of the peak predictor's checkpoint (a restart keeps the model)"),
+    Option("prediction-cold-start-duration", parse_duration, 24 * 3600.0,
+           "a pod younger than this is predicted from its request, not its history"),
+    Option("prediction-safety-margin-percent", parse_non_negative_int, 10,
+           "margin added above the predicted peak (percent)"),
+    Option("prediction-memory-histogram-decay-halflife", parse_positive_duration, 24 * 3600.0,
+           "half-life of the memory usage histograms' sample weights"),
+    Option("prediction-cpu-histogram-decay-halflife", parse_positive_duration, 12 * 3600.0,
+           "half-life of the CPU usage histograms' sample weights"),
+    Option("prediction-training-interval", parse_positive_duration, 60.0, "period of the prediction model update"),
+    Option("prediction-model-expiration-duration", parse_duration, 30 * 60.0,
+           "a model not updated for this long (its pod is gone) is dropped"),
+    Option("prediction-model-checkpoint-interval", parse_duration, 10 * 60.0,
+           "a model is checkpointed at most this often"),
+    Option("prediction-model-checkpoint-max-per-step", parse_non_negative_int, 12,
+           "most models checkpointed per training step"),
     Option("gpu-partition-policy", choice("Prefer", "Honor", "none"), "Prefer",
            "Device label node.koordinator.sh/gpu-partition-policy with the GPU partition table derived from the "
            "NVLink/PCIe topology; none: publish neither (upstream's behaviour for NVIDIA GPUs)"),
@@ -284,8 +343,9 @@ OPTIONS: tuple[Option, ...] = (
            "standalone (no API server): kill the processes of a pod chosen for eviction; default: only log it"),
     Option("enable-nri-runtime-hook", parse_bool, True,
            "serve the NRI plugin to containerd/CRI-O (settings in place at container creation; needs root)"),
-    Option("runtime-hooks-nri-socket-path", parse_str, "nri/nri.sock",
-           "the runtime's NRI socket, relative to var-run-root-dir unless absolute"),
+    Option("runtime-hooks-nri-socket-path", parse_path, "nri/nri.sock",
+           "the runtime's NRI socket, joined under var-run-root-dir as upstream does, even when absolute "
+           "(/run/x.sock with var-run-root-dir /host-var-run/ is /host-var-run/run/x.sock)"),
     Option("runtime-hooks-nri-plugin-name", parse_str, "koordlet_nri", "NRI plugin name ([A-Za-z0-9_.+-])"),
     Option("runtime-hooks-nri-plugin-index", parse_str, "00", "NRI plugin index, two digits (runtimes order "
            "plugins by it)"),
@@ -295,6 +355,9 @@ OPTIONS: tuple[Option, ...] = (
            "longest wait between NRI reconnect attempts (a new runtime socket is noticed at once)"),
     Option("hami-core-library-directory-path", parse_path, "/usr/local/vgpu/libvgpu.so",
            "host path of HAMi-core's libvgpu.so (gate GPUEnvInject; despite the name, the file)"),
+    Option("xpu-device-infos-dir", parse_path, "/var/run/koordlet/xpu-device-infos/",
+           "device-info files of non-NVIDIA accelerators (koord-device-daemon), reported in the Device (gate "
+           "Accelerators)"),
     Option("pod-resources-proxy-path", parse_path, "/var/run/koordlet/pod-resources",
            "directory of the PodResources proxy socket kubelet.sock (gate PodResourcesProxy; Multus mounts it at "
            "/var/lib/kubelet/pod-resources); the kubelet's own socket is read under var-lib-kubelet-dir"),
@@ -350,6 +413,7 @@ class Config:
     kubelet_sync_timeout: float
     collect_res_used_interval: float
     collect_sys_metric_outdated_interval: float
+    collect_node_cpu_info_interval: float
     cpi_collector_interval: float
     collect_cpi_timewindow: float
     psi_collector_interval: float
@@ -367,6 +431,14 @@ class Config:
     enable_node_metric_report: bool
     nodeslo_file: str
     prediction_checkpoint_filepath: str
+    prediction_cold_start_duration: float
+    prediction_safety_margin_percent: int
+    prediction_memory_histogram_decay_halflife: float
+    prediction_cpu_histogram_decay_halflife: float
+    prediction_training_interval: float
+    prediction_model_expiration_duration: float
+    prediction_model_checkpoint_interval: float
+    prediction_model_checkpoint_max_per_step: int
     gpu_partition_policy: str
     reconcile_interval_seconds: float
     resource_force_update_seconds: float
@@ -378,6 +450,7 @@ class Config:
     runtime_hooks_nri_hook_budget: float
     runtime_hooks_nri_backoff_cap: float
     hami_core_library_directory_path: str
+    xpu_device_infos_dir: str
     pod_resources_proxy_path: str
     report_dir: str
     addr: tuple[str, int]
@@ -444,10 +517,14 @@ class ArgParser(argparse.ArgumentParser):
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Register every option as ``--name`` and Go-style ``-name``; values stay raw strings until build()."""
+    """Register every option as ``--name`` and Go-style ``-name`` (Go's flag syntax: ``-name=value``,
+    ``-name value``, a boolean alone); values stay raw strings until build(). ``feature-gates`` may be given
+    more than once: the lists merge, a later value of a gate winning, as upstream's MapStringBool flag does."""
     group = parser.add_argument_group("agent options (also YAML keys and KOORDLET_* env vars)")
     for option in OPTIONS:
         extra: dict[str, Any] = {"nargs": "?", "const": "true"} if option.parse is parse_bool else {}
+        if option.parse is parse_gates:
+            extra = {"action": "append"}
         group.add_argument(f"--{option.name}", f"-{option.name}", dest=f"opt_{option.attr}",
                            default=None, metavar="V", help=option.help, **extra)
     group.add_argument("--config", "-config", dest="config_file", default=None, help="YAML config file")
@@ -457,6 +534,8 @@ def flag_values(args: argparse.Namespace) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for option in OPTIONS:
         raw = getattr(args, f"opt_{option.attr}", None)
+        if isinstance(raw, list):                 # an appended flag (feature-gates): one list, in order
+            raw = ",".join(raw)
         if raw is not None:
             values[option.name] = _parse(option, raw, "command line")
     return values
@@ -482,13 +561,15 @@ def build(*, file: str | None = None, flags: Mapping[str, Any] | None = None,
 
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    gates: dict[str, bool] = {}
+    gate_settings: dict[str, bool] = {}
     for origin, values in layers:
         for name, value in values.items():
             if name == "feature-gates":
-                gates.update(value)       # gates merge key by key across layers
+                gate_settings.update(value)   # gates merge key by key across layers; AllAlpha/AllBeta too
             merged[name] = value
             sources[name] = origin
+    # as upstream, a gate set by name (in any layer) wins over AllAlpha/AllBeta (from any layer)
+    gates = resolve_gates(gate_settings)
 
     mode = merged["agent-mode"]
     if mode == "auto":
@@ -509,6 +590,10 @@ def build(*, file: str | None = None, flags: Mapping[str, Any] | None = None,
     interval = merged["collect-res-used-interval"]
     if 0 < interval < 0.1:
         raise ConfigError(f"collect-res-used-interval: {interval}s is below the 100ms floor")
+    # upstream: filepath.Join(var-run-root-dir, runtime-hooks-nri-socket-path), absolute or not (an absolute
+    # result, so that a relative var-run-root-dir means the same whoever joins it later)
+    merged["runtime-hooks-nri-socket-path"] = os.path.abspath(
+        go_join(merged["var-run-root-dir"], merged["runtime-hooks-nri-socket-path"]))
 
     kwargs = {OPTIONS_BY_NAME[name].attr: value for name, value in merged.items()}
     kwargs.update(agent_mode=mode, standalone=standalone, feature_gates=gates, sources=sources)

@@ -24,6 +24,9 @@ executor decides whether a write is needed and in which order:
   kernel lacks); EINVAL/EBUSY/EPERM... are counted per resource in Prometheus, logged once per file and error,
   and not cached, so the next cycle retries.
 - **Audit.** Every real write is one log line and one event in a ring buffer served at ``/events``.
+- **Timing.** Every write the kernel was asked for is timed into upstream's
+  ``koordlet_resource_update_duration_milliseconds`` (type ``cgroup`` for files under the cgroup root, ``default``
+  for the rest; status ``success`` / ``failed``); a vanished file is not counted, as upstream ignores those.
 
 Upstream difference: upstream writes on cache expiry without reading; we read first, so a forced refresh over a
 correct host is free of writes, and the audit trail shows only real changes.
@@ -384,6 +387,7 @@ class Executor:
         if not values:
             return result
         with self._lock:
+            started = time.perf_counter()
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             except OSError as e:
@@ -401,6 +405,7 @@ class Executor:
                         result.failed += 1
             finally:
                 os.close(fd)
+            self._timed(path, not result.failed, started)
             if result.written:
                 self._events.append(AuditEvent(self.wall(), owner, reason, path, "", f"+{result.written} ids"))
                 log.info("append file=%s ids=%d failed=%d owner=%s reason=%s", path, result.written, result.failed,
@@ -567,6 +572,7 @@ class Executor:
         return path, current
 
     def _write_file(self, u: Update, value: str, old: str, result: Result, final: bool) -> None:
+        started = time.perf_counter()
         try:
             if u.create:
                 _replace_file(u.path, value)
@@ -580,8 +586,10 @@ class Executor:
             if vanished(e):                          # ENODEV: the cgroup was removed between our read and write
                 self._missing(u, result)
             else:
+                self._timed(u.path, False, started)
                 self._failed(u, value, e, result)
             return
+        self._timed(u.path, True, started)
         result.written += 1
         self._count("written", u)
         if final:
@@ -616,6 +624,11 @@ class Executor:
             old.value, old.at = value, self.clock()
         else:
             self._cache[key] = _Cached(value, self.clock(), _pod_of(self.cgroups.layout, u.path))
+
+    def _timed(self, path: str, ok: bool, started: float) -> None:
+        if self.metrics is not None:
+            root = self.cgroups.root.rstrip("/") + "/"
+            self.metrics.resource_updated(path.startswith(root), ok, time.perf_counter() - started)
 
     def _count(self, outcome: str, u: Update) -> None:
         if self.metrics is not None:

@@ -1,5 +1,7 @@
-"""HTTP endpoints: /metrics (Prometheus text), /healthz (every agent loop working), /readyz (serving real data),
-/events (the executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement is on).
+"""HTTP endpoints: /metrics (Prometheus text; with the agent's metrics also /internal-metrics and /external-metrics,
+its two registries, as upstream koordlet serves them), /healthz (every agent loop working), /readyz (serving real
+data), /events (the executor's audit trail: the newest kernel writes as JSON, ``?limit=N``; only when enforcement
+is on).
 
 Anyone who can reach ``addr`` can talk to this server (in a DaemonSet with hostNetwork, upstream's ``:9316`` is
 every interface of the node), so it is built to stay up for Prometheus and the kubelet's probes whatever other
@@ -7,10 +9,11 @@ clients do:
 
 - **No thread per connection.** One asyncio loop (in the ``http`` thread) accepts connections and reads request
   heads; a client that dribbles a partial request costs a socket and a small buffer, not a thread. The handlers
-  (``generate_latest`` and the agent's callables) run on a small fixed pool of worker threads.
-- **Scrapes share work.** Concurrent /metrics requests share one ``generate_latest``: a request joins the next
-  generation that starts after it arrived (never an older one), so a burst of N scrapes costs about two
-  generations of CPU instead of N (the agent's CPU limit is half a core).
+  (the exposition and the agent's callables) run on a small fixed pool of worker threads.
+- **Scrapes share work.** Concurrent requests for one metrics page share one generation
+  (``koordlet.metrics.exposition``: upstream's families written as upstream's Go client writes them): a request
+  joins the next generation that starts after it arrived (never an older one), so a burst of N scrapes costs about
+  two generations of CPU instead of N (the agent's CPU limit is half a core).
 - **Deadlines.** A request line and its headers must arrive within ``idle_timeout`` (10 s) of the connection
   opening or of the previous response (keep-alive); a response must be taken by the client within
   ``write_timeout`` (handed over in chunks, so a slow reader holds one chunk of our memory, not a copy of the
@@ -24,7 +27,8 @@ clients do:
 - **/events is private by default.** The audit trail names pods, UIDs, container ids and cgroup paths, so it is
   answered only to loopback peers (``curl 127.0.0.1:9316/events`` on the node, or ``kubectl port-forward``);
   others get 403 unless ``events_remote`` (the agent sets it from upstream's ``AuditEventsHTTPHandler`` gate, the
-  opt-in for serving audit events over HTTP). /metrics, /healthz and /readyz are served to everyone, as upstream.
+  opt-in for serving audit events over HTTP). The metrics pages, /healthz and /readyz are served to everyone, as
+  upstream.
 """
 
 from __future__ import annotations
@@ -38,16 +42,18 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as METRICS_TYPE  # what exposition() writes
+from prometheus_client.registry import Collector
 
 from koordlet.logutil import LogOnce
+from koordlet.metrics import DEFAULT_PATH, exposition
 
 log = logging.getLogger(__name__)
 
@@ -143,17 +149,20 @@ def _listen(addr: tuple[str, int]) -> socket.socket:
 
 
 class HttpServer:
-    """Serves in a background thread; ``ready()`` returns (ok, reason) for /readyz, ``health()`` for /healthz
+    """Serves in a background thread. ``metrics`` is the registry of /metrics, or path -> registry for several
+    metrics pages (``AgentMetrics.pages()``); ``ready()`` returns (ok, reason) for /readyz, ``health()`` for /healthz
     (the agent's loops: one that keeps failing turns it red), ``events(limit)`` the audit trail for /events."""
 
-    def __init__(self, addr: tuple[str, int], registry: CollectorRegistry,
+    def __init__(self, addr: tuple[str, int], metrics: Collector | Mapping[str, Collector],
                  ready: Callable[[], tuple[bool, str]],
                  events: Callable[[int], list[dict[str, object]]] | None = None,
                  health: Callable[[], tuple[bool, str]] | None = None, *,
                  events_remote: bool = False, events_max: int = EVENTS_MAX,
                  idle_timeout: float = IDLE_TIMEOUT, write_timeout: float = WRITE_TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS, workers: int = WORKERS) -> None:
-        self._registry, self._ready, self._events = registry, ready, events
+        self._pages: dict[str, Collector] = (dict(metrics) if isinstance(metrics, Mapping)
+                                             else {DEFAULT_PATH: metrics})
+        self._ready, self._events = ready, events
         self._health = health or (lambda: (True, "ok"))
         self._events_remote, self._events_max = events_remote, events_max
         self._idle_timeout, self._write_timeout = idle_timeout, write_timeout
@@ -167,8 +176,8 @@ class HttpServer:
         self._slot_freed: asyncio.Event | None = None
         self._loop_started = threading.Event()
         self._errors = LogOnce(log)
-        self._scrape_running = False
-        self._scrape_next: asyncio.Future[bytes] | None = None   # the generation new /metrics requests wait for
+        self._scrape_running: set[str] = set()                     # pages being generated now
+        self._scrape_next: dict[str, asyncio.Future[bytes]] = {}   # page -> the generation new requests wait for
 
     @property
     def address(self) -> tuple[str, int]:
@@ -183,7 +192,7 @@ class HttpServer:
     def start(self) -> None:
         self._thread.start()
         self._loop_started.wait(10)
-        log.info("http serving addr=%s:%d endpoints=/metrics,/healthz,/readyz%s", *self.address,
+        log.info("http serving addr=%s:%d endpoints=%s,/healthz,/readyz%s", *self.address, ",".join(self._pages),
                  ("" if self._events is None else ",/events" if self._events_remote else ",/events(loopback)"))
 
     def stop(self) -> None:
@@ -282,8 +291,9 @@ class HttpServer:
                 if request is None:   # closed between requests
                     return
                 conn.waiting_since = None
-                if urlsplit(request.target).path == "/metrics" and request.method in ("GET", "HEAD"):
-                    response = await self._metrics()
+                path = urlsplit(request.target).path
+                if path in self._pages and request.method in ("GET", "HEAD"):
+                    response = await self._metrics(path)
                 else:
                     response = await loop.run_in_executor(self._pool, self._respond, request, conn.loopback)
                 keep = request.keep_alive() and not response.close
@@ -325,34 +335,34 @@ class HttpServer:
                 await writer.drain()
             await writer.drain()
 
-    async def _metrics(self) -> _Response:
-        """/metrics from the next ``generate_latest`` to start (shared with every request that arrives before it
-        starts)."""
-        waiting = self._scrape_next
+    async def _metrics(self, path: str) -> _Response:
+        """A metrics page from its next generation to start (shared with every request for the page that arrives
+        before it starts)."""
+        waiting = self._scrape_next.get(path)
         if waiting is None:
-            waiting = self._scrape_next = asyncio.get_running_loop().create_future()
-            if not self._scrape_running:
-                self._generate()
+            waiting = self._scrape_next[path] = asyncio.get_running_loop().create_future()
+            if path not in self._scrape_running:
+                self._generate(path)
         try:
             body = await asyncio.shield(waiting)
         except Exception as e:   # a failing collector: one line per distinct failure, not a traceback
-            self._errors("/metrics", "http handler failed path=/metrics error=%r", e)
+            self._errors(path, "http handler failed path=%s error=%r", path, e)
             return _Response(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error\n")
-        if self._errors.forget("/metrics"):
-            log.info("http handler recovered path=/metrics")
-        return _Response(HTTPStatus.OK, body, CONTENT_TYPE_LATEST)
+        if self._errors.forget(path):
+            log.info("http handler recovered path=%s", path)
+        return _Response(HTTPStatus.OK, body, METRICS_TYPE)
 
-    def _generate(self) -> None:
-        """Start the generation the waiting requests asked for; when it ends, start the next one if requests
-        arrived meanwhile."""
-        waiting, self._scrape_next = self._scrape_next, None
+    def _generate(self, path: str) -> None:
+        """Start the generation the waiting requests for ``path`` asked for; when it ends, start the next one if
+        requests arrived meanwhile."""
+        waiting = self._scrape_next.pop(path, None)
         if waiting is None:
             return
-        self._scrape_running = True
-        work = asyncio.get_running_loop().run_in_executor(self._pool, generate_latest, self._registry)
+        self._scrape_running.add(path)
+        work = asyncio.get_running_loop().run_in_executor(self._pool, exposition, self._pages[path])
 
         def done(finished: asyncio.Future[bytes]) -> None:
-            self._scrape_running = False
+            self._scrape_running.discard(path)
             if finished.cancelled():
                 waiting.cancel()
             elif (error := finished.exception()) is not None:
@@ -361,7 +371,7 @@ class HttpServer:
                 waiting.set_result(finished.result())
             if waiting.done() and not waiting.cancelled():
                 waiting.exception()   # retrieved: asyncio must not log "exception never retrieved"
-            self._generate()
+            self._generate(path)
 
         work.add_done_callback(done)
 
@@ -383,8 +393,8 @@ class HttpServer:
         return response
 
     def _route(self, path: str, query: str, loopback: bool) -> _Response:
-        if path == "/metrics":   # normally answered by _metrics (shared generations) without coming here
-            return _Response(HTTPStatus.OK, generate_latest(self._registry), CONTENT_TYPE_LATEST)
+        if path in self._pages:   # normally answered by _metrics (shared generations) without coming here
+            return _Response(HTTPStatus.OK, exposition(self._pages[path]), METRICS_TYPE)
         if path in ("/healthz", "/readyz"):
             ok, reason = (self._health if path == "/healthz" else self._ready)()
             return _Response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE, (reason + "\n").encode())

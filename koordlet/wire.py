@@ -21,6 +21,7 @@ PRIORITY_RANGES = ((PRIORITY_PROD, 9000, 9999), (PRIORITY_MID, 7000, 7999),
 # Extended resources (milli-cores for *-cpu, bytes for *-memory).
 BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
 DEPRECATED_BATCH_CPU, DEPRECATED_BATCH_MEMORY = "koordinator.sh/batch-cpu", "koordinator.sh/batch-memory"
+MID_CPU, MID_MEMORY = "kubernetes.io/mid-cpu", "kubernetes.io/mid-memory"
 
 # Kubernetes QoS classes as they appear in pod.status.qosClass.
 KUBE_GUARANTEED, KUBE_BURSTABLE, KUBE_BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"

@@ -12,6 +12,7 @@ refused like any invalid YAML.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -144,17 +145,35 @@ def load_yaml(path: str, what: str, error: type[Exception] = ValueError) -> Any:
             if size > MAX_BYTES:
                 problem = f"{size} bytes, more than the {MAX_BYTES} accepted"
             else:
-                try:
-                    is_json, doc = _parse_json(f)
-                    return doc if is_json else _parse(f)
-                except yaml.YAMLError as e:
-                    problem = f"not valid YAML: {e}"
-                except UnicodeDecodeError as e:
-                    problem = f"not UTF-8: {e.reason}"
-                # PyYAML's constructors build scalars with int(), float(), datetime(), dict lookups: a scalar
-                # that matches a type's pattern but is out of range raises these, not a YAMLError
-                except (ValueError, ArithmeticError, LookupError, TypeError, AttributeError) as e:
-                    problem = f"not valid YAML: {type(e).__name__}: {e}"
+                ok, doc, problem = _document(f)
+                if ok:
+                    return doc
     except OSError as e:
         problem = f"cannot read: {e.strerror or e}"
     raise error(f"{what} {path}: {problem}")
+
+
+def loads_yaml(text: str, what: str, error: type[Exception] = ValueError) -> Any:
+    """:func:`load_yaml` for a text received rather than read from a file (the configuration an NRI runtime
+    hands its plugins): the same bounds, ``error("<what>: <problem>")``."""
+    if len(text) > MAX_BYTES:
+        raise error(f"{what}: {len(text)} characters, more than the {MAX_BYTES} accepted")
+    ok, doc, problem = _document(io.StringIO(text))
+    if ok:
+        return doc
+    raise error(f"{what}: {problem}")
+
+
+def _document(f: Any) -> tuple[bool, Any, str]:
+    """(True, document, "") or (False, None, problem) for the text behind the file object ``f``."""
+    try:
+        is_json, doc = _parse_json(f)
+        return True, doc if is_json else _parse(f), ""
+    except yaml.YAMLError as e:
+        return False, None, f"not valid YAML: {e}"
+    except UnicodeDecodeError as e:
+        return False, None, f"not UTF-8: {e.reason}"
+    # PyYAML's constructors build scalars with int(), float(), datetime(), dict lookups: a scalar that matches a
+    # type's pattern but is out of range raises these, not a YAMLError
+    except (ValueError, ArithmeticError, LookupError, TypeError, AttributeError) as e:
+        return False, None, f"not valid YAML: {type(e).__name__}: {e}"

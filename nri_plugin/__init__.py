@@ -38,7 +38,7 @@ def _build(ctx: Context) -> NRIPlugin:
                   bvt=ctx.cgroups.has_file("cpu", layout.qos_dir(KubeQOS.GUARANTEED), "cpu.bvt_warp_ns"),
                   resctrl_root=ctx.paths.sys_fs("resctrl"), nudge=ctx.nudge,
                   hami=HostLayout(libvgpu=config.hami_core_library_directory_path), host=ctx.paths,
-                  runtime=ctx.node.runtime_pods, on_runtime_news=ctx.node.informer.poke)
+                  runtime=ctx.node.runtime_pods, on_runtime_news=ctx.node.informer.poke, metrics=ctx.metrics)
     return NRIPlugin(settings, hooks, ctx.metrics)
 
 

@@ -59,6 +59,7 @@ from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
+    from koordlet.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodestate import NodeView
 
@@ -173,8 +174,9 @@ class Hooks:
                  executor: Executor | None = None, bvt: bool = False, resctrl_root: str | None = None,
                  nudge: Callable[[], None] | None = None, hami: HostLayout | None = None,
                  host: HostPaths | None = None, dev_root: str = "/dev", runtime: RuntimePods | None = None,
-                 on_runtime_news: Callable[[], None] | None = None) -> None:
+                 on_runtime_news: Callable[[], None] | None = None, metrics: AgentMetrics | None = None) -> None:
         self.features = features
+        self._metrics = metrics            # koordlet_container_oom_score_adj
         self._layout = layout
         self._view = view
         self._executor = executor
@@ -217,6 +219,8 @@ class Hooks:
             if value is not None and _opt_int(ctr.linux, "oom_score_adj") != value and self.oom_adjust is not False:
                 adjust.linux.oom_score_adj.value = value
                 adjust.linux.oom_score_adj.SetInParent()
+            if value is not None and self.oom_adjust is not False and self._metrics is not None:
+                self._metrics.oom_score_adj(info.pod, ctr.name, value)
         if self.features.gpu_env:
             self._inject_gpu(info.pod, ctr.name, adjust)
         if self.features.rdma_devices:
@@ -235,7 +239,9 @@ class Hooks:
             return
         if value is not None:
             path = self._host.proc(str(ctr.pid), "oom_score_adj")
-            self._executor.update([Update(path, str(value), f"pod {pod.key}", "oom-score-adj", cacheable=False)])
+            done = self._executor.update([Update(path, str(value), f"pod {pod.key}", "oom-score-adj", cacheable=False)])
+            if self._metrics is not None and (done.written or done.unchanged):
+                self._metrics.oom_score_adj(pod, ctr.name, value)
 
     def _inject_rdma(self, pod: Pod, name: str, adjust: api.ContainerAdjustment) -> None:
         """Device nodes for the RDMA functions allocated to this container (to every container when the agent

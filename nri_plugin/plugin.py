@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import DecodeError, Message
 
 from nri_plugin.hooks import Hooks
+from nri_plugin.runtimeconfig import ConfigError, event_name, subscription
 from nri_plugin.socketwatch import SocketWatch
 from nri_plugin.transport.mux import DEFAULT_PARTIAL_TIMEOUT, PLUGIN_CONN, RUNTIME_CONN, Mux
-from nri_plugin.transport.ttrpc import Channel, Handler, TTRPCError
+from nri_plugin.transport.ttrpc import Channel, Code, Handler, TTRPCError
 from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
@@ -323,13 +324,18 @@ class NRIPlugin:
     async def _run(self, hook: str, budget: float, fn: Callable[..., Any], *args: Any) -> tuple[Any, bool]:
         """(result, True), or (None, False) after logging and counting why the empty answer goes out."""
         loop = asyncio.get_running_loop()
+        started, ok = time.perf_counter(), False
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self._pool, fn, *args), budget), True
+            result, ok = await asyncio.wait_for(loop.run_in_executor(self._pool, fn, *args), budget), True
+            return result, ok
         except TimeoutError:
             self._failed(hook, "timeout", f"no answer within {budget * 1000:.0f} ms")
         except Exception as e:            # a hook bug must not fail the container: fail open, say so
             log.debug("nri hook failure detail hook=%s", hook, exc_info=True)
             self._failed(hook, "error", f"{type(e).__name__}: {e}")
+        finally:                          # upstream's koordlet_runtime_hook_invoked_duration_milliseconds
+            if self._metrics is not None:
+                self._metrics.runtime_hook(hook, ok, time.perf_counter() - started)
         return None, False
 
     def _failed(self, hook: str, reason: str, detail: str) -> None:
@@ -362,14 +368,25 @@ class NRIPlugin:
     # --- the Plugin service -----------------------------------------------------------------------------------
 
     async def _configure(self, payload: bytes, deadline: float | None) -> bytes:
+        """Answer with our event mask, or the one the runtime's plugin configuration names (``events``, as
+        upstream: nri_plugin/runtimeconfig.py); a configuration that cannot be honoured fails Configure, and the
+        runtime drops the plugin, as upstream's does."""
         req = self._decode("Configure", api.ConfigureRequest, payload)
+        events = self.events
         if req is not None:
+            methods = self._services[PLUGIN_SERVICE]
+            handled = sum(1 << (e - 1) for e in range(1, api.LAST) if event_name(e) in methods)
+            try:
+                events = subscription(req.config, self.events, handled)
+            except ConfigError as e:
+                log.error("nri configuration refused runtime=%s error=%s", req.runtime_name, e)
+                raise TTRPCError(Code.INVALID_ARGUMENT, str(e)) from None
             if req.request_timeout > 0:
                 self._request_timeout = req.request_timeout / 1000
-            log.info("nri configured runtime=%s version=%s nri=%s request_timeout_ms=%d", req.runtime_name,
-                     req.runtime_version, req.NRI_version or "<0.12", req.request_timeout)
+            log.info("nri configured runtime=%s version=%s nri=%s request_timeout_ms=%d events=%#x", req.runtime_name,
+                     req.runtime_version, req.NRI_version or "<0.12", req.request_timeout, events)
             self.hooks.configure(req.runtime_name, req.runtime_version)
-        return api.ConfigureResponse(events=self.events).SerializeToString()
+        return api.ConfigureResponse(events=events).SerializeToString()
 
     async def _synchronize(self, payload: bytes, deadline: float | None) -> bytes:
         """Chunks (more=true) are collected and answered {more: true}; the last one gets the drift updates."""

@@ -15,7 +15,7 @@ import shutil
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-GRPC: frozenset[str] = frozenset({"proto/podresources/api.proto"})
+GRPC: frozenset[str] = frozenset({"proto/podresources/api.proto", "proto/cri/api.proto"})
 
 
 def sources() -> list[str]:

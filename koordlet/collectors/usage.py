@@ -18,7 +18,25 @@ host_application_cpu_usage / host_application_memory_usage (anon, as pods) /
 host_application_memory_usage_with_page_cache (anon + file)   per NodeSLO host application {host_app_name}
 sys_cpu_usage, sys_memory_usage   node − Σ pods − Σ host apps, ≥ 0, only from inputs fresher than the outdated
                                   interval
+sys_numa_cpu_usage          sys_cpu_usage × this node's share of Σ node_numa_cpu_usage   {numa_node_id}
+sys_numa_memory_usage       node_numa_memory_usage − Σ pods' memory on that node, ≥ 0    {numa_node_id}
 ==========================  ======================================================================
+
+The per-NUMA system usage follows upstream's SystemResourceCollector (collectSysNUMAResUsed): written only in a
+cycle that wrote the node-level system usage, from NUMA and pod readings fresher than the outdated interval; CPU
+is apportioned because no cgroup reports CPU time per NUMA node; host applications are not subtracted per NUMA
+node (upstream has no per-NUMA figure for them either). Where we differ, and why:
+
+* a pod's memory on a node is the same memory ``pod_memory_usage`` counts (anon LRU + unevictable: the
+  ``hierarchical_anon`` + ``hierarchical_unevictable`` lines of v1 ``memory.numa_stat``, ``inactive_anon`` +
+  ``active_anon`` + ``unevictable`` of v2). Upstream subtracts v1's plain ``total`` line (its own pages only: 0
+  for a pod whose processes sit in container cgroups, so nothing was subtracted) and v2's ``anon`` + ``file``
+  (page cache, which ``node_numa_memory_usage`` already leaves out, so it was subtracted twice);
+* the pods' per-NUMA sum is published only when every pod with a memory reading also had a NUMA reading (as the
+  pods' CPU sum), including a node with no pods; upstream sums the pods it could read and skips the memory part
+  when there were none.
+
+Pods' ``memory.numa_stat`` is read only when the NUMA collector has nodes to report.
 """
 
 from __future__ import annotations
@@ -55,11 +73,21 @@ class Reading:
 
 
 @dataclass(slots=True)
+class NumaReading:
+    """Latest per-NUMA-node values (node id -> cores / bytes), with the wall time they were taken."""
+    ts: float = 0.0
+    cpu: dict[int, float] = field(default_factory=dict)
+    memory: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class SharedState:
     """What one collector publishes for another in the same cycle (upstream's SharedState)."""
     node: Reading = field(default_factory=Reading)
     pods: Reading = field(default_factory=Reading)
     host_apps: Reading = field(default_factory=Reading)
+    numa: NumaReading = field(default_factory=NumaReading)         # node usage per NUMA node
+    pods_numa: NumaReading = field(default_factory=NumaReading)    # Σ pods' memory per NUMA node
 
 
 class NodeCollector:
@@ -103,9 +131,11 @@ class NUMACollector:
     """
     name = "numa"
 
-    def __init__(self, paths: HostPaths, topology: Topology, metrics: AgentMetrics) -> None:
+    def __init__(self, paths: HostPaths, topology: Topology, metrics: AgentMetrics,
+                 shared: SharedState | None = None) -> None:
         self._paths = paths
         self._metrics = metrics
+        self._shared = shared if shared is not None else SharedState()
         nodes, cpus = (topology.nodes, topology.cpus) if topology.numa_from_sysfs else ((), ())
         self._node_of = {c.id: c.node for c in cpus if c.node is not None}
         # a node with neither CPUs nor memory (an ACPI generic initiator, which upstream skips) has no usage;
@@ -118,6 +148,7 @@ class NUMACollector:
     def collect(self, now: float, mono: float, per_cpu: dict[int, int]) -> list[Sample]:
         """NUMA samples; ``per_cpu`` is the per-CPU busy ticks of this cycle's /proc/stat read."""
         samples: list[Sample] = []
+        memory: dict[int, float] = {}
         for node in self.memory_nodes:
             key = f"node{node}"
             try:
@@ -127,9 +158,11 @@ class NUMACollector:
                 self._errors(key, "numa node memory unreadable node=%d error=%r", node, e)
                 continue
             self._errors.forget(key)
+            memory[node] = float(used)
             samples.append(Sample("node_numa_memory_usage", self._labels[node], now, float(used)))
         prev, self._prev = self._prev, (per_cpu, mono)
         if prev is None or mono <= prev[1]:
+            self._publish(now, {}, memory)
             return samples
         last, node_of = prev[0], self._node_of
         delta: dict[int, int] = {}
@@ -139,9 +172,16 @@ class NUMACollector:
                 continue
             delta[numa] = delta.get(numa, 0) + ticks - before
         period_ticks = (mono - prev[1]) * CLK_TCK
-        samples += [Sample("node_numa_cpu_usage", self._labels[node], now, ticks / period_ticks)
-                    for node, ticks in sorted(delta.items())]
+        cores = {node: ticks / period_ticks for node, ticks in sorted(delta.items())}
+        samples += [Sample("node_numa_cpu_usage", self._labels[node], now, v) for node, v in cores.items()]
+        self._publish(now, cores, memory)
         return samples
+
+    def _publish(self, now: float, cpu: dict[int, float], memory: dict[int, float]) -> None:
+        """For the system collector; a cycle that read nothing leaves the previous reading to go stale (upstream's
+        UpdateNodeNUMAUsage is skipped then too)."""
+        if cpu or memory:
+            self._shared.numa = NumaReading(now, cpu, memory)
 
 
 class CgroupUsage:
@@ -188,7 +228,15 @@ class _CgroupCollector:
 
 
 class PodCollector(_CgroupCollector):
+    """Pods and their containers; with ``numa``, also the pods' memory per NUMA node (for the system collector)."""
     name = "pod"
+
+    def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float,
+                 numa: bool = False) -> None:
+        super().__init__(cgroups, shared, metrics, interval)
+        self._cgroups = cgroups
+        self._numa = numa
+        self._numa_errors = LogOnce(log)
 
     def collect(self, now: float, mono: float, pods: Iterable[PodMeta]) -> list[Sample]:
         samples: list[Sample] = []
@@ -196,10 +244,13 @@ class PodCollector(_CgroupCollector):
         sum_cpu = sum_mem = 0.0
         counts = {"vanished": 0, "error": 0}
         complete = True
+        numa: dict[int, float] | None = {} if self._numa else None
         for meta in pods:
             uid_labels = (("pod_uid", meta.pod.uid),)
             cpu, mem = self._read(meta.cgroup_dir, mono, counts)
             if mem is not None:
+                if numa is not None:
+                    numa = self._add_numa(meta.cgroup_dir, numa)
                 append(Sample("pod_memory_usage", uid_labels, now, float(mem.anon)))
                 append(Sample("pod_memory_working_set", uid_labels, now, float(mem.working_set)))
                 sum_mem += mem.anon
@@ -220,13 +271,30 @@ class PodCollector(_CgroupCollector):
                     append(Sample("container_cpu_usage", c_labels, now, cpu))
         self._usage.expire(mono)
         self._errors.keep_only(self._usage.known())
+        self._numa_errors.keep_only(self._usage.known())
         for reason, n in counts.items():
             self._metrics.skipped(self.name, reason, n)
         if complete:
             # a pod on its first reading has no CPU rate yet: publishing the sum would understate pods and
             # overstate the system remainder, so the previous sum stays until every pod has a rate
             self._shared.pods = Reading(now, sum_cpu, sum_mem)
+        if numa is not None:       # the same rule for the per-NUMA memory sum: all pods, or keep the last one
+            self._shared.pods_numa = NumaReading(now, memory=numa)
         return samples
+
+    def _add_numa(self, rel: str, into: dict[int, float]) -> dict[int, float] | None:
+        """``into`` with the pod's memory per NUMA node added, or None (this cycle has no complete sum) when its
+        ``memory.numa_stat`` cannot be read; logged once per pod unless the pod just went away."""
+        try:
+            per_node = self._cgroups.read_numa_memory(rel)
+        except (OSError, ValueError) as e:
+            if not vanished(e):
+                self._numa_errors(rel, "pod memory.numa_stat unreadable dir=%s error=%s", rel, e)
+            return None
+        self._numa_errors.forget(rel)
+        for node, value in per_node.items():
+            into[node] = into.get(node, 0.0) + value
+        return into
 
     def _read(self, rel: str, mono: float, counts: dict[str, int]) -> tuple[float | None, MemoryUsage | None]:
         """One cgroup reading; a vanished cgroup (gone before the open, or removed mid-read: ENODEV) is normal churn
@@ -271,6 +339,8 @@ class BECollector:
         samples = [sample("real-limit", real_limit), sample("request", float(request))]
         if cpu is not None:
             samples.append(sample("usage", cpu * 1000))
+            # upstream's BE resource collector records it too (cpu suppress reads it from the cache)
+            self._metrics.be_suppress_be_used_cpu_cores.labels(self._metrics.node).set(cpu)
         return samples
 
     def _real_limit_milli(self, pods: list[PodMeta]) -> float:
@@ -330,14 +400,38 @@ class SystemCollector:
     def __init__(self, shared: SharedState, outdated: float) -> None:
         self._shared = shared
         self._outdated = outdated
+        self._labels: dict[int, tuple[tuple[str, str], ...]] = {}
 
     def collect(self, now: float) -> list[Sample]:
         node, pods, apps = self._shared.node, self._shared.pods, self._shared.host_apps
         if now - node.ts > self._outdated or now - pods.ts > self._outdated:
             return []
         app_cpu, app_memory = (apps.cpu, apps.memory) if now - apps.ts <= self._outdated else (0.0, 0.0)
-        return [Sample("sys_cpu_usage", NO_LABELS, now, max(node.cpu - pods.cpu - app_cpu, 0.0)),
-                Sample("sys_memory_usage", NO_LABELS, now, max(node.memory - pods.memory - app_memory, 0.0))]
+        sys_cpu = max(node.cpu - pods.cpu - app_cpu, 0.0)
+        return [Sample("sys_cpu_usage", NO_LABELS, now, sys_cpu),
+                Sample("sys_memory_usage", NO_LABELS, now, max(node.memory - pods.memory - app_memory, 0.0)),
+                *self._numa(now, sys_cpu)]
+
+    def _numa(self, now: float, sys_cpu: float) -> list[Sample]:
+        """Per-NUMA system usage (module docstring): nothing from a stale node NUMA reading; memory only with a
+        fresh pods' sum."""
+        numa, pods = self._shared.numa, self._shared.pods_numa
+        if now - numa.ts > self._outdated:
+            return []
+        samples = []
+        if now - pods.ts <= self._outdated:
+            samples += [Sample("sys_numa_memory_usage", self._label(n), now, max(used - pods.memory.get(n, 0.0), 0.0))
+                        for n, used in numa.memory.items()]
+        total = sum(numa.cpu.values())
+        samples += [Sample("sys_numa_cpu_usage", self._label(n), now, sys_cpu * cores / total if total > 0 else 0.0)
+                    for n, cores in numa.cpu.items()]
+        return samples
+
+    def _label(self, node: int) -> tuple[tuple[str, str], ...]:
+        lb = self._labels.get(node)
+        if lb is None:
+            lb = self._labels[node] = (("numa_node_id", str(node)),)
+        return lb
 
 
 class UsageCollection:
@@ -350,8 +444,8 @@ class UsageCollection:
         self._paths = paths
         self.shared = SharedState()
         self.node = NodeCollector(paths, self.shared, metrics)
-        self.numa = NUMACollector(paths, topology or read_topology(paths), metrics)
-        self.pod = PodCollector(cgroups, self.shared, metrics, interval)
+        self.numa = NUMACollector(paths, topology or read_topology(paths), metrics, self.shared)
+        self.pod = PodCollector(cgroups, self.shared, metrics, interval, numa=bool(self.numa.memory_nodes))
         self.be = BECollector(cgroups, metrics)
         self.host_apps = HostAppCollector(cgroups, self.shared, metrics, interval)
         self.system = SystemCollector(self.shared, outdated)

@@ -18,6 +18,7 @@ from koordlet.host.fs import parse_kv, read_bytes
 from koordlet.host.paths import HostPaths
 
 CGROUP2_SUPER_MAGIC = 0x63677270
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")     # v1 memory.numa_stat counts pages
 
 
 class CgroupVersion(enum.IntEnum):
@@ -317,6 +318,20 @@ class Cgroups:
             raise ValueError(f"{files.memory_stat}: missing {e.args[0].decode()}") from None
         return MemoryUsage(usage=usage, anon=ia + aa + ue, file=af + inf, inactive_file=inf)
 
+    def read_numa_memory(self, rel: str) -> dict[int, int]:
+        """Bytes per NUMA node of the memory :attr:`MemoryUsage.anon` counts (anon LRU + unevictable), from
+        ``memory.numa_stat``; ValueError when the file lacks those lines.
+
+        v1 lines are ``name=<total> N0=<pages> ...`` and v2 lines ``name N0=<bytes> ...``. On v1 the
+        ``hierarchical_*`` lines are read: the plain ones count only pages charged to the directory itself, which
+        for a pod is ~0 since its processes live in the container cgroups (checked on a real v1 kernel). Upstream
+        reads the plain ``total=`` line there; see collectors/usage.py for why we do not.
+        """
+        data = read_bytes(self.path("memory", rel, "memory.numa_stat"))
+        if self.version is CgroupVersion.V1:
+            return parse_numa_stat(data, (b"hierarchical_anon", b"hierarchical_unevictable"), _PAGE_SIZE)
+        return parse_numa_stat(data, (b"inactive_anon", b"active_anon", b"unevictable"), 1)
+
     # --- limits (BE collector) ----------------------------------------------------------------------
 
     def read_cpuset(self, rel: str) -> str:
@@ -413,3 +428,27 @@ def parse_cpu_throttling(data: bytes) -> tuple[int, int]:
         return int(kv[b"nr_periods"]), int(kv[b"nr_throttled"])
     except KeyError as e:
         raise ValueError(f"cpu.stat has no {e.args[0].decode()}") from None
+
+
+def parse_numa_stat(data: bytes, keys: tuple[bytes, ...], unit: int) -> dict[int, int]:
+    """``memory.numa_stat``: the sum over ``keys`` of each node's value (``N<id>=<value>`` fields), × ``unit``.
+
+    The first field of a line is the name (v2) or ``name=<total>`` (v1). ValueError when a key is missing or a
+    field is malformed; a node absent from a line counts 0 there."""
+    found: dict[bytes, list[bytes]] = {}
+    for line in data.splitlines():
+        fields = line.split()
+        if fields:
+            found[fields[0].partition(b"=")[0]] = fields[1:]
+    out: dict[int, int] = {}
+    for key in keys:
+        per_node = found.get(key)
+        if per_node is None:
+            raise ValueError(f"memory.numa_stat has no {key.decode()} line")
+        for field in per_node:
+            node, sep, value = field.partition(b"=")
+            if not sep or not node.startswith(b"N"):
+                raise ValueError(f"memory.numa_stat {key.decode()}: bad field {field[:40]!r}")
+            n = int(node[1:])
+            out[n] = out.get(n, 0) + int(value) * unit
+    return out

@@ -6,16 +6,19 @@ and read an aggregate from the :class:`AggregateResult`.  See
 """
 
 from koordlet.metriccache.aggregate import AGGREGATION_KINDS, AggregateResult, EmptyError, percentile
+from koordlet.metriccache.kinds import KINDS, schema_problem
 from koordlet.metriccache.store import Labels, MetricCache, Sample, labels, make_labels
 
 __all__ = [
     "AGGREGATION_KINDS",
     "AggregateResult",
     "EmptyError",
+    "KINDS",
     "Labels",
     "MetricCache",
     "Sample",
     "labels",
     "make_labels",
     "percentile",
+    "schema_problem",
 ]

@@ -11,11 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.prediction.reclaimable import PodRequest, ReclaimPrediction, predict_prod_reclaimable
+from koordlet.prediction.reclaimable import MIN_PREDICTOR, PodRequest, ReclaimPrediction, predict_each
 from koordlet.prediction.server import PeakPredictServer, PodUsage, PredictionConfig, Resources, TrainingSamples, Usage
 from koordlet.states.informer import PodMeta
+
+if TYPE_CHECKING:
+    from koordlet.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +55,9 @@ def pod_request(meta: PodMeta) -> PodRequest:
 class Prediction:
     """The predictor with its training schedule; ``step`` is called often, it trains when one is due."""
 
-    def __init__(self, cache: MetricCache, config: PredictionConfig) -> None:
+    def __init__(self, cache: MetricCache, config: PredictionConfig, metrics: AgentMetrics | None = None) -> None:
         self._cache = cache
+        self._metrics = metrics
         self.config = config
         self.server = PeakPredictServer(config)
         self._restored = False
@@ -79,5 +84,12 @@ class Prediction:
         """Prod reclaimable and peak for the pods that had metrics (upstream feeds exactly those)."""
         if allocatable is None:
             return ReclaimPrediction(None, None, "node allocatable unknown")
-        return predict_prod_reclaimable(now, allocatable, [pod_request(m) for m in pods], self.server.predict,
-                                        self.config)
+        each = predict_each(now, allocatable, [pod_request(m) for m in pods], self.server.predict, self.config)
+        if self._metrics is not None:     # every predictor's answer, as upstream records them
+            for name, p in each.items():
+                self._metrics.predicted(name, _cores_bytes(p.reclaimable), _cores_bytes(p.peak))
+        return each[MIN_PREDICTOR]
+
+
+def _cores_bytes(value: Resources | None) -> tuple[float, float] | None:
+    return None if value is None else (value.cpu_milli / 1000, float(value.memory_bytes))

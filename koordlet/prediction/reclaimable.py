@@ -198,10 +198,22 @@ def combine(a: ReclaimPrediction, b: ReclaimPrediction) -> ReclaimPrediction:
     return ReclaimPrediction(reclaimable, peak, "; ".join(errors) or None)
 
 
+# upstream's predictor names (GetPredictorName), the ``predictor`` label of koordlet_node_predicted_resource_*
+POD_PREDICTOR, PRIORITY_PREDICTOR, MIN_PREDICTOR = \
+    "podReclaimablePredictor", "priorityReclaimablePredictor", "minPredictor"
+
+
+def predict_each(now: float, allocatable: Resources | None, pods: Iterable[PodRequest], predict: Predict,
+                 config: PredictionConfig = _DEFAULTS) -> dict[str, ReclaimPrediction]:
+    """Each predictor's answer by upstream's predictor name; :data:`MIN_PREDICTOR` is the one reported."""
+    pods = list(pods)
+    by_pod = pod_predictor(now, allocatable, pods, predict, config.cold_start, config.safety_margin_percent)
+    by_priority = priority_predictor(allocatable, pods, predict, config.safety_margin_percent)
+    return {POD_PREDICTOR: by_pod, PRIORITY_PREDICTOR: by_priority, MIN_PREDICTOR: combine(by_pod, by_priority)}
+
+
 def predict_prod_reclaimable(now: float, allocatable: Resources | None, pods: Iterable[PodRequest],
                              predict: Predict, config: PredictionConfig = _DEFAULTS) -> ReclaimPrediction:
     """The numbers for ``prodReclaimableMetric`` and ``prodPeakMetric``; ``predict`` is
     ``PeakPredictServer.predict``."""
-    pods = list(pods)
-    return combine(pod_predictor(now, allocatable, pods, predict, config.cold_start, config.safety_margin_percent),
-                   priority_predictor(allocatable, pods, predict, config.safety_margin_percent))
+    return predict_each(now, allocatable, pods, predict, config)[MIN_PREDICTOR]

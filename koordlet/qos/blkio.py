@@ -267,6 +267,8 @@ class BlkIO:
         return self._support[1]
 
     def reconcile(self, view: NodeView, executor: Executor) -> None:
+        devices = BlockDevices(self._paths)
+        self._storage_read(devices)
         rq = view.slo.resource_qos
         if rq is None:
             return
@@ -282,7 +284,6 @@ class BlkIO:
                            "ignored", cls)
             else:
                 self._warn.forget(f"class-{cls}")
-        devices = BlockDevices(self._paths)
         self._tried = []
         updates: list[Update | None] = []
 
@@ -314,6 +315,18 @@ class BlkIO:
             self._push_leaves(view, be, pods, executor, updates)
         self._bad.keep_only(self._tried)
         executor.update(updates)
+
+    def _storage_read(self, devices: BlockDevices) -> None:
+        """The cycle's read of the node's local storage (the mount table the blocks resolve through), counted as
+        upstream counts its local storage info collection (which runs with this gate, every second)."""
+        if self._metrics is None:
+            return
+        try:
+            devices.mounts()
+            ok = True
+        except BlockDevError:
+            ok = False
+        self._metrics.collect_status(self._metrics.collect_node_local_storage_info_status, ok)
 
     # --- directories --------------------------------------------------------------------------------
 

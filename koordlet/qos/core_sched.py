@@ -477,8 +477,7 @@ class CoreSched:
 
     def _count(self, group: str | None, ok: bool) -> None:
         if self.metrics is not None:
-            self.metrics.core_sched_cookie_manage_status.labels(
-                self.metrics.node, group or "", "succeeded" if ok else "failed").inc()
+            self.metrics.core_sched_managed(group or "", ok)
 
     def _set_member(self, meta: PodMeta, unit: _Unit, group: str | None, cookie: int, now: float,
                     pids: list[int]) -> None:

@@ -698,9 +698,13 @@ class Evictor:
     def _is_evicted(self, info: PodEvictInfo) -> bool:
         return info.pod.uid in self._evicted or info.pod.terminating
 
-    def _count(self, gate: str, result: str) -> None:
+    def _count(self, gate: str, result: str, pod: Pod | None = None) -> None:
+        """Every attempt in our family; ``pod`` when the eviction happened, for upstream's two families (their
+        reason label is upstream's release reason, always "evicted")."""
         if self.metrics is not None:
-            self.metrics.pod_eviction.labels(self.metrics.node, gate, result).inc()
+            self.metrics.pod_eviction_attempts.labels(self.metrics.node, gate, result).inc()
+            if pod is not None:
+                self.metrics.evicted(pod.namespace, pod.name, EVICTED)
 
     def _evict(self, info: PodEvictInfo, task: EvictTask, executor: Executor) -> bool:
         pod = info.pod
@@ -726,7 +730,7 @@ class Evictor:
             return False
         log.warning("evict pod=%s uid=%s reason=%r result=killed processes=%d cgroup=%s%s", pod.key, pod.uid,
                     task.reason, signalled, cgroup_dir, f" problems={'; '.join(problems)}" if problems else "")
-        self._count(task.gate, "killed")
+        self._count(task.gate, "killed", pod)
         self._evicted[pod.uid] = _Remembered(self.clock())
         return True
 
@@ -744,7 +748,7 @@ class Evictor:
             return False
         log.warning("evict pod=%s uid=%s reason=%r result=evicted message=%r", pod.key, pod.uid, task.reason,
                     message)
-        self._count(task.gate, "evicted")
+        self._count(task.gate, "evicted", pod)
         self._evicted[pod.uid] = _Remembered(self.clock())
         self._event(pod, EVENT_SUCCESS, detail)
         return True

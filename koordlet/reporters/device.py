@@ -11,6 +11,9 @@ Facts: reference/metrics-and-reports.md §5, checked against upstream's states_d
   and annotations and replaces them wholesale on update; ``spec.devices`` likewise. ``status`` (the scheduler's
   allocations; the CRD has no status subresource) is kept from the live object.
 * Devices sorted by (type, minor); an update only when devices, labels or annotations differ semantically.
+* XPUs (non-NVIDIA accelerators) from the device-info files of ``xpu-device-infos-dir``
+  (``reporters.xpu``): when there are any, they are the node's GPUs and NVML's are left out, and the labels and
+  annotations are theirs, as upstream.
 
 Beyond upstream:
 * the ``scheduling.koordinator.sh/gpu-partitions`` table derived from the real NVLink/PCIe topology
@@ -41,6 +44,7 @@ from koordlet.logutil import LogOnce
 from koordlet.quantity import format_bytes, parse_quantity
 from koordlet.reporters.cluster import ObjectWriter
 from koordlet.reporters.gpu_partitions import GpuLinks, derive_partitions
+from koordlet.reporters.xpu import XpuDevice, XpuSource, xpu_annotations, xpu_devices, xpu_labels
 from koordlet.states.node import NodeInfo
 from koordlet.topology import go_json
 
@@ -110,12 +114,14 @@ def partition_inputs(gpus: Sequence[Gpu]) -> list[GpuLinks]:
 
 
 def desired(node: NodeInfo, gpus: GpuInventory | None, health: Health, rdma: Sequence[RdmaDevice],
-            partition_policy: str, now: float) -> dict[str, Any]:
+            partition_policy: str, now: float, xpus: Sequence[XpuDevice] = ()) -> dict[str, Any]:
     """The object this agent wants (no resourceVersion): what a create sends and what an update compares."""
-    devices: list[dict[str, Any]] = []
+    devices: list[dict[str, Any]] = xpu_devices(xpus, now)
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
-    if gpus is not None and gpus.gpus:
+    if devices:                 # XPUs first; NVML's GPUs only without them (upstream's reportDevice)
+        labels, annotations = xpu_labels(xpus), xpu_annotations(xpus)
+    elif gpus is not None and gpus.gpus:
         devices += [gpu_device(g, health(g.bus_id), now) for g in gpus.gpus]
         labels[wire.LABEL_GPU_VENDOR] = wire.GPU_VENDOR_NVIDIA
         if gpus.model:
@@ -227,14 +233,17 @@ def write_device(writer: ObjectWriter, want: dict[str, Any]) -> str:
 # --- the report (koordlet.component) ------------------------------------------------------------------------------
 
 
-def device_object(ctx: Context, now: float | None = None) -> dict[str, Any]:
-    """The Device object this agent wants (GPUs with the Accelerators gate, RDMA NICs with both gates: upstream's
-    RDMA rides the GPU reporter)."""
+def device_object(ctx: Context, now: float | None = None, xpus: XpuSource | None = None) -> dict[str, Any]:
+    """The Device object this agent wants (GPUs and XPUs with the Accelerators gate, RDMA NICs with both gates:
+    upstream's RDMA rides the GPU reporter). ``xpus``: the report's source, which keeps the last good read; without
+    it the device-info files are read now."""
     gpus = ctx.node.gpus
-    rdma = ctx.node.rdma if ctx.config.gate("Accelerators") else None
+    accelerators = ctx.config.gate("Accelerators")
+    rdma = ctx.node.rdma if accelerators else None
+    source = xpus if xpus is not None else XpuSource(ctx.config.xpu_device_infos_dir)
     return desired(ctx.node.node_info(), gpus.inventory if gpus else None,
                    gpus.health.get if gpus else (lambda bus_id: None), rdma or [], ctx.config.gpu_partition_policy,
-                   time.time() if now is None else now)
+                   time.time() if now is None else now, source.read() if accelerators else ())
 
 
 class DeviceReport:
@@ -250,6 +259,7 @@ class DeviceReport:
         self._ctx, self._watcher = ctx, cluster.device
         self._writer = ObjectWriter(cluster.api, cluster.device, DEVICES)
         self._bad = LogOnce(log, logging.ERROR)
+        self._xpus = XpuSource(ctx.config.xpu_device_infos_dir)
 
     def interval(self) -> float:
         return self._ctx.config.node_topology_sync_interval
@@ -259,7 +269,7 @@ class DeviceReport:
         return self._watcher.synced.is_set() and node_known(self._ctx, self._bad, "Device")
 
     def send(self, stop: threading.Event) -> str:
-        return write_device(self._writer, device_object(self._ctx))
+        return write_device(self._writer, device_object(self._ctx, xpus=self._xpus))
 
 
 PLUGIN = Plugin("device", lambda ctx: DeviceReport(ctx) if ctx.node.cluster and ctx.node.cluster.device else None,

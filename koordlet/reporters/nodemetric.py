@@ -12,9 +12,9 @@ Facts: reference/metrics-and-reports.md §4, checked against upstream's states_n
   sorted by ``numaNodeID``; the key is omitted when no node qualifies (Go's omitempty on the slice);
 * CPU is a milli-quantity truncated toward zero, memory a BinarySI byte count.
 
-Per-NUMA ``systemUsage`` is sent as ``{}``: upstream fills it only when both ``sys_numa_cpu_usage`` and
-``sys_numa_memory_usage`` have samples, and the memory one needs every pod's per-NUMA memory (cgroup
-``memory.numa_stat``), which we do not collect yet; upstream's own struct-valued field then serialises as ``{}``.
+Per-NUMA ``systemUsage``: AVG of ``sys_numa_cpu_usage`` and ``sys_numa_memory_usage`` of that node over the same
+window (upstream's collectNUMAUsages); ``{}`` when either has no sample there (upstream leaves the struct empty, and
+Go serialises an empty struct-valued field as ``{}``). How those kinds are collected: collectors/usage.py.
 Upstream takes the NUMA node list from its ``node_numa_info`` KV; we take the ``numa_node_id`` label values of
 the CPU series held in the cache's memory window (which covers the report window unless
 ``metric-cache-memory-window`` is set below ``aggregateDurationSeconds``). Same result: a node is reported only
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -52,7 +53,7 @@ from koordlet.logutil import LogOnce
 from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
 from koordlet.prediction.reclaimable import ReclaimPrediction, node_allocatable
 from koordlet.prediction.server import Resources
-from koordlet.quantity import format_bytes, format_milli
+from koordlet.quantity import format_bytes, format_milli, milli, parse_quantity
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 
@@ -193,15 +194,19 @@ class NodeMetricBuilder:
         return out
 
     def _numa_usages(self, start: float, end: float) -> list[dict[str, Any]]:
-        """``numaUsages`` entries of the NUMA nodes whose CPU and memory series both have samples in the window."""
+        """``numaUsages`` entries of the NUMA nodes whose CPU and memory series both have samples in the window,
+        each with its system usage when that has samples too."""
         nodes = sorted({int(lb[NUMA_LABEL]) for lb in self._cache.series("node_numa_cpu_usage")
                         if lb.get(NUMA_LABEL, "").isdigit()})
         out = []
         for node in nodes:
-            usage = self._resource_map(self._query("node_numa_cpu_usage", "node_numa_memory_usage",
-                                                   {NUMA_LABEL: str(node)}, start, end), "avg")
+            numa = {NUMA_LABEL: str(node)}
+            usage = self._resource_map(self._query("node_numa_cpu_usage", "node_numa_memory_usage", numa, start,
+                                                   end), "avg")
             if usage:
-                out.append({"numaNodeID": node, "nodeUsage": usage, "systemUsage": {}})
+                system = self._resource_map(self._query("sys_numa_cpu_usage", "sys_numa_memory_usage", numa, start,
+                                                        end), "avg")
+                out.append({"numaNodeID": node, "nodeUsage": usage, "systemUsage": system})
         return out
 
     def _host_apps(self, apps: Iterable[HostApp], start: float, end: float) -> list[dict[str, Any]]:
@@ -314,6 +319,33 @@ def allocatable(ctx: Context) -> Resources | None:
     return Resources(1000 * len(ctx.node.topology.online), ctx.node.memory_bytes())
 
 
+def _usage(resource_map: Mapping[str, Any] | None) -> dict[str, float]:
+    """{"resources": {cpu, memory}} of a status as (cpu cores, memory bytes) for the metrics; {} stays {}."""
+    res = (resource_map or {}).get("resources") or {}
+    out = {}
+    if "cpu" in res:
+        out["cpu"] = milli(res["cpu"]) / 1000
+    if "memory" in res:
+        out["memory"] = float(math.ceil(parse_quantity(res["memory"])))
+    return out
+
+
+def record_metrics(ctx: Context, status: Mapping[str, Any], prediction: ReclaimPrediction | None) -> None:
+    """What upstream's NodeMetric reporter records with each status it builds: the Prod reclaimable (0 with status
+    1 when the prediction failed) and, with gate NodeMetricPromMetrics, the node / system / per-NUMA usages."""
+    m = ctx.metrics
+    value = prediction.reclaimable if prediction is not None else None
+    if value is None:
+        m.prod_reclaimable(wire.PRIORITY_PROD, None, None)
+    else:
+        m.prod_reclaimable(wire.PRIORITY_PROD, value.cpu_milli / 1000, float(value.memory_bytes))
+    if ctx.config.gate("NodeMetricPromMetrics"):
+        node = status.get("nodeMetric") or {}
+        numa = {int(n["numaNodeID"]): (_usage(n.get("nodeUsage")), _usage(n.get("systemUsage")))
+                for n in node.get("numaUsages") or []}
+        m.node_metric_usages(_usage(node.get("nodeUsage")), _usage(node.get("systemUsage")), numa)
+
+
 def node_metric(ctx: Context, bad: LogOnce, now: float | None = None) -> dict[str, Any]:
     """The NodeMetric object this agent would report now (status built from the metric cache)."""
     cluster = ctx.node.cluster
@@ -326,8 +358,14 @@ def node_metric(ctx: Context, bad: LogOnce, now: float | None = None) -> dict[st
         bad("memory policy", "NodeMetric %s: %s", ctx.config.node_name, builder.memory_policy_fallback)
     else:
         bad.forget("memory policy")
-    status = builder.status(ctx.node.pods, at, lambda pods: ctx.prediction.reclaimable(at, allocatable(ctx), pods),
-                            ctx.node.host_apps(), gpus)
+    predicted: list[ReclaimPrediction] = []
+
+    def reclaim(pods: list[PodMeta]) -> ReclaimPrediction:
+        predicted.append(ctx.prediction.reclaimable(at, allocatable(ctx), pods))
+        return predicted[-1]
+
+    status = builder.status(ctx.node.pods, at, reclaim, ctx.node.host_apps(), gpus)
+    record_metrics(ctx, status, predicted[-1] if predicted else None)
     return node_metric_object(ctx.config.node_name, (obj or {}).get("spec") or {}, status)
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from koordlet import wire
 from koordlet.host.cgroup import Layout
 from koordlet.logutil import LogOnce
+from koordlet.metrics import ResourceRow
 from koordlet.states.pleg import EventKind, PlegEvent
 from koordlet.states.pod import Container, Pod, pod_from_k8s
 
@@ -54,6 +56,24 @@ def metas_from_objects(objects: list[Any], layout: Layout, bad: LogOnce) -> list
             bad(str(e), "pod rejected: %s", e)
     bad.keep_only(errors)
     return out
+
+
+def resource_rows(pods: Iterable[PodMeta]) -> list[ResourceRow]:
+    """The batch and mid requests and limits of every container the pod status lists (upstream's
+    ``container_resource_requests`` / ``_limits``); containers of pods known only from the cgroup tree have none."""
+    rows = []
+    for meta in pods:
+        pod = meta.pod
+        for c in pod.containers:
+            r = c.resources
+            cid = f"{c.runtime}://{c.id}" if c.id else ""
+            for name, request, limit in ((wire.BATCH_CPU, r.batch_cpu_request, r.batch_cpu_limit),
+                                         (wire.BATCH_MEMORY, r.batch_memory_request, r.batch_memory_limit),
+                                         (wire.MID_CPU, r.mid_cpu_request, r.mid_cpu_limit),
+                                         (wire.MID_MEMORY, r.mid_memory_request, r.mid_memory_limit)):
+                if request or limit:
+                    rows.append(ResourceRow(pod.uid, pod.name, pod.namespace, cid, c.name, name, request, limit))
+    return rows
 
 
 class TokenBucket:

@@ -16,12 +16,16 @@ import logging
 import os
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koordlet.host.cgroup import parse_cpu_list
 from koordlet.quantity import milli
+
+if TYPE_CHECKING:
+    from koordlet.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,7 @@ class KubeletClient:
         token_path: str | None,
         timeout: float,
         ca_file: str | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._address = address
         self._port = port
@@ -85,6 +90,7 @@ class KubeletClient:
         self._lock = threading.Lock()
         self._token: str | None = None
         self._token_stamp: tuple[int, int, int] | None = None
+        self._metrics = metrics      # koordlet_kubelet_request_duration_seconds: every request that got an answer
 
     def get_pods(self) -> list[dict[str, Any]]:
         """Return the kubelet's pods as raw dicts with Kubernetes JSON keys."""
@@ -122,7 +128,10 @@ class KubeletClient:
             token = self._current_token(url)
             if token is not None:
                 headers["Authorization"] = f"Bearer {token}"
+            started = time.perf_counter()
             status, body = self._request(url, path, headers)
+            if self._metrics is not None:
+                self._metrics.kubelet_request(path, status, time.perf_counter() - started)
         if status != 200:
             text = body[:_BODY_SNIPPET_BYTES].decode("utf-8", "replace")
             raise self._failure(url, f"HTTP {status}: {text!r}")

@@ -13,17 +13,20 @@ pools by the inputs they came from, compared by identity while a reference is he
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from koordlet import wire
 from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import Topology, read_topology
 from koordlet.logutil import LogOnce
+from koordlet.quantity import parse_quantity
 from koordlet.states.hostapps import HostApp, escaping, resolve_host_apps
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.kubelet import KubeletClient, KubeletCPUConfig
@@ -35,11 +38,11 @@ from koordlet.states.runtimepods import RuntimePods
 if TYPE_CHECKING:
     from koordlet.host.nvml import GpuHealth, GpuInventory
     from koordlet.host.rdma import RdmaDevice
+    from koordlet.metrics import AgentMetrics
     from koordlet.states.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
-TOPOLOGY_REFRESH = 60.0          # host topology re-read (upstream's node info collector period)
 KUBELET_CONFIG_REFRESH = 60.0    # kubelet /configz re-read
 HOST_APP_RECHECK = 1.0           # host applications' resolved dirs re-checked at most this often
 
@@ -102,8 +105,9 @@ class NodeState:
     def __init__(self, config: Config, paths: HostPaths, cgroups: Cgroups, informer: PodsInformer, *,
                  cluster: Cluster | None = None, kubelet: KubeletClient | None = None,
                  slo_file: NodeSLOFile | None = None, topology: Topology | None = None,
-                 runtime_pods: RuntimePods | None = None) -> None:
+                 runtime_pods: RuntimePods | None = None, metrics: AgentMetrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics
         self.paths = paths
         self.cgroups = cgroups
         self.informer = informer
@@ -111,7 +115,7 @@ class NodeState:
         self.cluster = cluster
         self.kubelet = kubelet
         self.slo_file = slo_file
-        self.topology = topology if topology is not None else read_topology(paths)
+        self.topology = topology if topology is not None else self._read_topology()
         self.rdma: list[RdmaDevice] | None = self.read_rdma() if config.gate("RDMADevices") else None
         self.gpus: Gpus | None = None          # published by the GPU collector (gate Accelerators)
         self.kidled: Kidled | None = None      # published by the cold page collector (gate ColdPageCollector)
@@ -122,6 +126,8 @@ class NodeState:
         self._pools = _Memo()
         self._kubelet_config: tuple[float, KubeletCPUConfig | None] = (float("-inf"), None)
         self._apps_checked: tuple[float, tuple[HostApp, ...] | None, tuple[HostApp, ...]] = (float("-inf"), None, ())
+        if cluster is not None and metrics is not None:
+            cluster.node.on_change.append(self._node_changed)
 
     # --- sources ------------------------------------------------------------------------------------------------
 
@@ -210,8 +216,49 @@ class NodeState:
         pods, topology, node = self.informer.pods, self.topology, self.node_info()
         with self._lock:
             pools: CPUPools = self._pools.get((pods, topology, node, kubelet),
-                                              lambda: cpu_pools(topology, pods, node, kubelet, self._bad))
+                                              lambda: self._computed(cpu_pools(topology, pods, node, kubelet,
+                                                                               self._bad)))
         return pools
+
+    def _computed(self, pools: CPUPools) -> CPUPools:
+        """New pools: the share pool metrics follow them (upstream records them when its cpuset hook parses the
+        NodeResourceTopology, which carries these same pools)."""
+        if self.metrics is not None:
+            self.metrics.share_pools(pools.ls.values(), pools.be.values(), self.config.gate("PerCPUMetric"))
+        return pools
+
+    def _read_topology(self) -> Topology:
+        """The host topology (CPUs and NUMA nodes, read together), counted as upstream's node info collector
+        counts its CPU and NUMA reads."""
+        try:
+            topology = read_topology(self.paths)
+        except Exception:
+            self._count_topology(False)
+            raise
+        self._count_topology(True)
+        return topology
+
+    def _count_topology(self, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.collect_status(self.metrics.collect_node_cpu_info_status, ok)
+            self.metrics.collect_status(self.metrics.collect_node_numa_info_status, ok)
+
+    def _node_changed(self, obj: Mapping[str, Any] | None) -> None:
+        """A new copy of the Node: its batch and mid allocatable (0 when absent, as upstream) to the metrics."""
+        assert self.metrics is not None
+        if obj is None:
+            return
+        allocatable = (obj.get("status") or {}).get("allocatable") or {}
+        values = {}
+        for name in (wire.BATCH_CPU, wire.BATCH_MEMORY, wire.MID_CPU, wire.MID_MEMORY):
+            try:
+                values[name] = float(math.ceil(parse_quantity(allocatable.get(name, 0))))
+            except (ValueError, TypeError):
+                self._bad(f"allocatable {name}", "Node %s: allocatable %s %r unreadable", self.config.node_name,
+                          name, allocatable.get(name))
+                continue
+            self._bad.forget(f"allocatable {name}")
+        self.metrics.node_allocatable(values)
 
     def memory_bytes(self) -> int:
         """Memory the pods can use: every NUMA node's MemTotal except GPU memory exposed as NUMA nodes."""
@@ -246,16 +293,16 @@ class NodeState:
     # --- refresh (the agent's node loop) ---------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """The slow re-reads: host topology and RDMA NICs every minute, the standalone NodeSLO file when it
-        changed. A failed read keeps the last good value (logged once)."""
+        """The slow re-reads: host topology and RDMA NICs every collect-node-cpu-info-interval (60 s), the
+        standalone NodeSLO file when it changed. A failed read keeps the last good value (logged once)."""
         if self.slo_file is not None:
             self.slo_file.refresh()
         now = time.monotonic()
-        if now - self._topology_read < TOPOLOGY_REFRESH:
+        if now - self._topology_read < self.config.collect_node_cpu_info_interval:   # upstream node info period
             return
         self._topology_read = now
         try:
-            self.topology = read_topology(self.paths)
+            self.topology = self._read_topology()
             if self.rdma is not None:
                 self.rdma = self.read_rdma()
             self._bad.forget("topology")

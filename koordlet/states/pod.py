@@ -30,7 +30,8 @@ class Resources:
     """A container's requests and limits as the enforcement rules need them (0 = not set).
 
     cpu in milli-cores, memory in bytes; batch_* are the ``kubernetes.io/batch-*`` extended resources (their
-    quantity's integer value is already milli-cores for cpu, reference §1.3).
+    quantity's integer value is already milli-cores for cpu, reference §1.3); mid_* the ``kubernetes.io/mid-*``
+    ones (only reported, as upstream's ``container_resource_requests`` / ``_limits``).
     """
     cpu_request: int = 0
     cpu_limit: int = 0
@@ -40,6 +41,10 @@ class Resources:
     batch_cpu_limit: int = 0
     batch_memory_request: int = 0
     batch_memory_limit: int = 0
+    mid_cpu_request: int = 0
+    mid_cpu_limit: int = 0
+    mid_memory_request: int = 0
+    mid_memory_limit: int = 0
 
 
 NO_RESOURCES = Resources()
@@ -156,8 +161,8 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
     return out[0], out[1]
 
 
-def _extended(section: Mapping[str, Any], name: str, deprecated: str) -> int:
-    raw = section.get(name, section.get(deprecated))
+def _extended(section: Mapping[str, Any], name: str, deprecated: str = "") -> int:
+    raw = section.get(name, section.get(deprecated) if deprecated else None)
     return math.ceil(parse_quantity(raw)) if raw is not None else 0
 
 
@@ -175,13 +180,18 @@ def container_resources(c: Mapping[str, Any]) -> Resources:
     cpu_limit, memory_limit = cpu(lim), mem(lim)
     batch_cpu_limit = _extended(lim, wire.BATCH_CPU, wire.DEPRECATED_BATCH_CPU)
     batch_memory_limit = _extended(lim, wire.BATCH_MEMORY, wire.DEPRECATED_BATCH_MEMORY)
+    mid_cpu_limit, mid_memory_limit = _extended(lim, wire.MID_CPU), _extended(lim, wire.MID_MEMORY)
     return Resources(cpu_request=cpu(req) if "cpu" in req else cpu_limit, cpu_limit=cpu_limit,
                      memory_request=mem(req) if "memory" in req else memory_limit, memory_limit=memory_limit,
                      batch_cpu_request=_extended(req, wire.BATCH_CPU, wire.DEPRECATED_BATCH_CPU) or batch_cpu_limit,
                      batch_cpu_limit=batch_cpu_limit,
                      batch_memory_request=_extended(req, wire.BATCH_MEMORY, wire.DEPRECATED_BATCH_MEMORY)
                      or batch_memory_limit,
-                     batch_memory_limit=batch_memory_limit)
+                     batch_memory_limit=batch_memory_limit,
+                     mid_cpu_request=_extended(req, wire.MID_CPU) or mid_cpu_limit,
+                     mid_cpu_limit=mid_cpu_limit,
+                     mid_memory_request=_extended(req, wire.MID_MEMORY) or mid_memory_limit,
+                     mid_memory_limit=mid_memory_limit)
 
 
 @decoder(wire.ANNOTATION_EXTENDED_RESOURCE_SPEC)

@@ -32,7 +32,8 @@ class ObjectWatcher:
         self._api = api
         self._resource = resource
         self._name = name
-        self._on_change = on_change
+        # called (on the watch thread) with each new copy; more may be added before run()
+        self.on_change: list[Callable[[dict[str, Any] | None], None]] = [on_change] if on_change else []
         self._watch_timeout = watch_timeout
         self._object: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -120,8 +121,8 @@ class ObjectWatcher:
             if obj == self._object:
                 return
             self._object = obj
-        if self._on_change is not None:
-            self._on_change(obj)
+        for callback in self.on_change:
+            callback(obj)
 
     def _failed(self, error: Exception) -> None:
         if not self._failing:

@@ -157,8 +157,8 @@ def test_daemon_serves_nri_to_a_runtime(tmp_path):
     rt.start()
     cmd = [sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "node-a",
            "--cgroup-root-dir", host.paths.cgroup_root, "--addr", f"127.0.0.1:{free_port()}",
-           "--tsdb-path", str(tmp_path / "cache"), "--runtime-hooks-nri-socket-path", rt.socket_path,
-           "--var-run-root-dir", str(tmp_path / "run")]
+           "--tsdb-path", str(tmp_path / "cache"),
+           "--var-run-root-dir", sock_dir]          # the runtime's socket: nri/nri.sock under it (the default)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert rt.wait_ready(15), rt.closed_reasons
@@ -261,3 +261,82 @@ def test_daemon_exports_psi_and_page_cache_and_stays_quiet_without_a_pmu_or_kidl
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# upstream families a standalone agent run as root on this fake host, with an NRI runtime creating one container,
+# must have series for; the others must still be there with their type (and their labels where they have series)
+SERIES_HERE = {
+    "koordlet_start_time", "koordlet_node_used_cpu_cores", "koordlet_node_used_memory_bytes",
+    "koordlet_collect_node_cpu_info_status", "koordlet_collect_node_numa_info_status",
+    "koordlet_container_resource_requests", "koordlet_container_resource_limits",
+    "koordlet_cpuset_share_pool_cpu_cores", "koordlet_cpuset_be_share_pool_cpu_cores",
+    "koordlet_cpuset_share_pool_info", "koordlet_cpuset_be_share_pool_info",
+    "koordlet_container_oom_score_adj", "koordlet_runtime_hook_invoked_duration_milliseconds",
+}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the NRI plugin runs only as root (the runtime's socket is root's)")
+def test_a_scrape_of_the_running_agent_shows_upstreams_41_families(tmp_path):
+    """Issue 20: every upstream ``koordlet_*`` family on /metrics with upstream's name, type and label names, split
+    over /internal-metrics and /external-metrics as upstream; the series of a deleted pod go with it."""
+    import tempfile
+
+    from doubles.nriruntime import FakeRuntime
+    from koordlet.metrics import UPSTREAM_FAMILIES
+    from tests.scrape import Scrape
+    from tests.unit.test_nri_hooks import container, sandbox
+    host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)
+    host.add_pod(KubeQOS.BURSTABLE, "uid-web", CgroupValues(cpu_ns=1, anon=64 << 20),
+                 {A: CgroupValues(cpu_ns=1, anon=60 << 20)})
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump([pod_object(
+        "uid-web", "web", namespace="shop", containers={"app": A},
+        resources={"app": {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/mid-memory": "1Gi"},
+                           "limits": {"kubernetes.io/batch-cpu": "1k"}}})]))
+    sock_dir = tempfile.mkdtemp(prefix="nrim")
+    rt = FakeRuntime(os.path.join(sock_dir, "nri", "nri.sock"))
+    rt.start()
+    port = free_port()
+    cmd = [sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "node-a",
+           "--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", "/proc/", "--pods-file", str(pods),
+           "--addr", f"127.0.0.1:{port}", "--tsdb-path", str(tmp_path / "cache"), "--var-run-root-dir", sock_dir,
+           "--feature-gates", "OOMScoreAdj=true,PerCPUMetric=true"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert rt.wait_ready(20), rt.closed_reasons
+        oom = sandbox("u-oom", "LS", annotations={"koordinator.sh/oom-score-adj": "-500"}, name="db")
+        assert rt.create_container(oom, container(oom, "app")).adjust.linux.oom_score_adj.value == -500
+
+        def scrape() -> Scrape | None:
+            try:
+                got = Scrape.get(base + "/metrics")
+            except OSError:
+                return None
+            return got if all(got.families.get(n) and got.families[n].samples for n in SERIES_HERE) else None
+        assert wait_for(scrape, 30), proc.stderr.read() if proc.poll() is not None else "series missing"
+        pages = {p: Scrape.get(base + p) for p in ("/metrics", "/internal-metrics", "/external-metrics")}
+        problems = [p for f in UPSTREAM_FAMILIES for p in pages["/metrics"].problems(f, series=f.name in SERIES_HERE)]
+        assert problems == []
+        for f in UPSTREAM_FAMILIES:
+            own, other = ("/internal-metrics", "/external-metrics") if f.registry == "internal" else \
+                ("/external-metrics", "/internal-metrics")
+            assert pages[own].problems(f, series=False) == [] and f.name not in pages[other].types, f.name
+        requests = pages["/external-metrics"].families["koordlet_container_resource_requests"].samples
+        assert {(s.labels["resource"], s.labels["unit"], s.value) for s in requests} == {
+            ("kubernetes.io/batch-cpu", "integer", 500), ("kubernetes.io/mid-memory", "integer", 2**30)}
+        assert {s.labels["container_id"] for s in requests} == {f"containerd://{A}"}
+
+        # the pod is deleted: its series go at the next pod sync (PLEG sees its cgroup go)
+        pods.write_text("[]\n")
+        host.remove(host.pod_dir(KubeQOS.BURSTABLE, "uid-web"))
+
+        def gone() -> bool:
+            family = Scrape.get(base + "/external-metrics").families["koordlet_container_resource_requests"]
+            return not family.samples
+        assert wait_for(gone, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+        rt.stop()

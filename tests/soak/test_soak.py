@@ -411,7 +411,7 @@ def test_soak(tmp_path):
                "--pods-file", pods_file, "--addr", f"127.0.0.1:{port}", "--tsdb-path", str(tmp_path / "cache"),
                "--collect-res-used-interval", "1s", "--reconcile-interval-seconds", "1",
                "--metric-cache-memory-window", f"{WINDOW:.0f}s",
-               "--runtime-hooks-nri-socket-path", rt.socket_path, "--var-run-root-dir", str(tmp_path / "run"),
+               "--var-run-root-dir", sock_dir,     # the runtime's socket: nri/nri.sock under it (the default)
                "--prediction-checkpoint-filepath", str(tmp_path / "checkpoints"),
                "--report-dir", str(tmp_path / "reports")]
         log_path = tmp_path / "agent.log"

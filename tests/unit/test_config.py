@@ -1,7 +1,7 @@
 import pytest
 
 from koordlet.cli import main
-from koordlet.config import ConfigError, build, parse_duration, parse_gates
+from koordlet.config import ConfigError, build, parse_duration, parse_gates, resolve_gates
 
 
 def test_precedence_defaults_file_env_flags(tmp_path):
@@ -69,7 +69,7 @@ def test_durations_and_gates():
     assert parse_duration(2) == 2.0
     with pytest.raises(ValueError):
         parse_duration("10 minutes")
-    gates = parse_gates("AllAlpha=true,CPUBurst=false")
+    gates = resolve_gates(parse_gates("AllAlpha=true,CPUBurst=false"))
     assert gates["Accelerators"] is True and gates["CPUBurst"] is False
     with pytest.raises(ValueError, match="unknown feature gate 'Acelerators'"):
         parse_gates("Acelerators=true")

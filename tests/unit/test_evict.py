@@ -343,7 +343,7 @@ class Env:
         return NodeView(**fields)
 
     def count(self, gate, result):
-        return self.metrics.pod_eviction.labels("n1", gate, result)._value.get()
+        return self.metrics.pod_eviction_attempts.labels("n1", gate, result)._value.get()
 
 
 def test_standalone_would_evict_once_and_memory_cool_down(tmp_path, caplog):
@@ -420,6 +420,8 @@ def test_standalone_kill_signals_the_pod_processes(tmp_path):
         env.evictor.reconcile(env.view(slo(**MEM_SLO)), env.executor)
         assert sleeper.wait(timeout=5) == -9
         assert env.count("BEMemoryEvict", "killed") == 1
+        assert env.metrics.registry.get_sample_value("koordlet_pod_eviction_total",
+                                                     {"node": "n1", "reason": "evicted"}) == 1
     finally:
         if sleeper.poll() is None:
             sleeper.kill()
@@ -474,3 +476,10 @@ def test_cluster_path_evicts_with_uid_precondition_and_records_events(tmp_path):
         assert "trigger by koordlet feature BEMemoryEvict" in ok["message"]
         assert "Precondition failed" in by_reason["evictPodFail"]["message"]
         assert env.count("BEMemoryEvict", "evicted") == 1 and env.count("BEMemoryEvict", "failed") == 1
+        # upstream's families count only the eviction that happened, with upstream's reason
+        get = env.metrics.registry.get_sample_value
+        assert get("koordlet_pod_eviction_total", {"node": "n1", "reason": "evicted"}) == 1
+        assert get("koordlet_pod_eviction_detail_total", {"node": "n1", "pod_namespace": "default",
+                                                          "pod_name": "be-a", "reason": "evicted"}) == 1
+        assert get("koordlet_pod_eviction_detail_total", {"node": "n1", "pod_namespace": "default",
+                                                          "pod_name": "be-b", "reason": "evicted"}) is None

@@ -131,6 +131,26 @@ def test_numa_usages_avg_sorted_and_skipped_without_samples():
                         "numaUsages"]
 
 
+def test_numa_system_usage_is_the_avg_of_the_sys_numa_kinds():
+    cache = MetricCache(None, clock=lambda: NOW)
+    fill(cache, 300)
+    samples = []
+    for i in range(30):
+        ts = NOW - 290 + i * 10
+        for node in (0, 1, 2):
+            samples += numa_samples(node, ts, cpu=2.0, memory=4 * GiB)
+        lb0, lb1 = (("numa_node_id", "0"),), (("numa_node_id", "1"),)
+        samples += [Sample("sys_numa_cpu_usage", lb0, ts, 0.25 + 0.5 * (i % 2)),        # avg 0.5 cores
+                    Sample("sys_numa_memory_usage", lb0, ts, GiB + (i % 2) * GiB),     # avg 1.5 GiB
+                    Sample("sys_numa_cpu_usage", lb1, ts, 0.125)]                      # node 1: CPU only
+    samples.append(Sample("sys_numa_memory_usage", (("numa_node_id", "2"),), NOW - 400, GiB))   # before the window
+    cache.append(samples)
+    nm = NodeMetricBuilder(cache, CollectPolicy()).status([], NOW)["nodeMetric"]
+    # upstream's collectNUMAUsages: system usage only when both sys_numa kinds have samples in the window
+    assert [(u["numaNodeID"], u["systemUsage"]) for u in nm["numaUsages"]] == [
+        (0, {"resources": {"cpu": "500m", "memory": "1536Mi"}}), (1, {}), (2, {})]
+
+
 def test_numa_usages_omitted_when_no_node_has_samples():
     cache = MetricCache(None, clock=lambda: NOW)
     fill(cache, 300)

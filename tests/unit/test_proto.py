@@ -4,6 +4,7 @@ import pathlib
 
 import pytest
 
+from proto.cri import api_pb2 as cri
 from proto.nri import api_pb2 as api
 from proto.podresources import api_pb2 as podresources
 from proto.ttrpc import ttrpc_pb2
@@ -64,6 +65,48 @@ def _field(msg, name):
     (podresources.GetPodResourcesRequest, {"pod_name": 1, "pod_namespace": 2}),
     (podresources.DynamicResource, {"claim_name": 2, "claim_namespace": 3, "claim_resources": 4}),
     (podresources.ClaimResource, {"cdi_devices": 1, "driver_name": 2, "pool_name": 3, "device_name": 4}),
+    # the kubelet CRI (k8s.io/cri-api runtime/v1), as the real-runtime tests drive containerd
+    (cri.VersionResponse, {"version": 1, "runtime_name": 2, "runtime_version": 3, "runtime_api_version": 4}),
+    (cri.PodSandboxConfig, {"metadata": 1, "hostname": 2, "log_directory": 3, "labels": 6, "annotations": 7,
+                            "linux": 8}),
+    (cri.PodSandboxMetadata, {"name": 1, "uid": 2, "namespace": 3, "attempt": 4}),
+    (cri.LinuxPodSandboxConfig, {"cgroup_parent": 1, "security_context": 2, "sysctls": 3, "overhead": 4,
+                                 "resources": 5}),
+    (cri.LinuxSandboxSecurityContext, {"namespace_options": 1, "run_as_user": 3, "readonly_rootfs": 4,
+                                       "privileged": 6}),
+    (cri.NamespaceOption, {"network": 1, "pid": 2, "ipc": 3, "target_id": 4}),
+    (cri.RunPodSandboxRequest, {"config": 1, "runtime_handler": 2}),
+    (cri.RunPodSandboxResponse, {"pod_sandbox_id": 1}),
+    (cri.PodSandboxStatusRequest, {"pod_sandbox_id": 1, "verbose": 2}),
+    (cri.PodSandboxStatus, {"id": 1, "metadata": 2, "state": 3, "created_at": 4, "labels": 7, "annotations": 8,
+                            "runtime_handler": 9}),
+    (cri.PodSandbox, {"id": 1, "metadata": 2, "state": 3, "created_at": 4, "labels": 5, "annotations": 6}),
+    (cri.ContainerConfig, {"metadata": 1, "image": 2, "command": 3, "args": 4, "working_dir": 5, "envs": 6,
+                           "mounts": 7, "devices": 8, "labels": 9, "annotations": 10, "log_path": 11, "stdin": 12,
+                           "stdin_once": 13, "tty": 14, "linux": 15}),
+    (cri.LinuxContainerConfig, {"resources": 1, "security_context": 2}),
+    (cri.LinuxContainerSecurityContext, {"privileged": 2, "namespace_options": 3, "run_as_user": 5,
+                                         "readonly_rootfs": 7}),
+    (cri.LinuxContainerResources, {"cpu_period": 1, "cpu_quota": 2, "cpu_shares": 3, "memory_limit_in_bytes": 4,
+                                   "oom_score_adj": 5, "cpuset_cpus": 6, "cpuset_mems": 7, "unified": 9,
+                                   "memory_swap_limit_in_bytes": 10}),
+    (cri.Mount, {"container_path": 1, "host_path": 2, "readonly": 3, "selinux_relabel": 4, "propagation": 5}),
+    (cri.KeyValue, {"key": 1, "value": 2}),
+    (cri.ImageSpec, {"image": 1, "annotations": 2}),
+    (cri.CreateContainerRequest, {"pod_sandbox_id": 1, "config": 2, "sandbox_config": 3}),
+    (cri.CreateContainerResponse, {"container_id": 1}),
+    (cri.StopContainerRequest, {"container_id": 1, "timeout": 2}),
+    (cri.ContainerStatusRequest, {"container_id": 1, "verbose": 2}),
+    (cri.ContainerStatusResponse, {"status": 1, "info": 2}),
+    (cri.ContainerStatus, {"id": 1, "metadata": 2, "state": 3, "created_at": 4, "started_at": 5, "finished_at": 6,
+                           "exit_code": 7, "image": 8, "image_ref": 9, "reason": 10, "message": 11, "labels": 12,
+                           "annotations": 13, "mounts": 14, "log_path": 15, "resources": 16}),
+    (cri.ContainerFilter, {"id": 1, "state": 2, "pod_sandbox_id": 3, "label_selector": 4}),
+    (cri.Container, {"id": 1, "pod_sandbox_id": 2, "metadata": 3, "image": 4, "image_ref": 5, "state": 6,
+                     "created_at": 7, "labels": 8, "annotations": 9}),
+    (cri.UpdateContainerResourcesRequest, {"container_id": 1, "linux": 2, "annotations": 4}),
+    (cri.Image, {"id": 1, "repo_tags": 2, "repo_digests": 3, "size": 4, "spec": 7, "pinned": 8}),
+    (cri.ImageStatusRequest, {"image": 1, "verbose": 2}),
 ])
 def test_field_numbers_as_the_reference(msg, fields):
     assert {name: _field(msg, name) for name in fields} == fields
@@ -90,3 +133,15 @@ def test_podresources_service_paths():
     service = podresources.DESCRIPTOR.services_by_name["PodResourcesLister"]
     assert service.full_name == "v1.PodResourcesLister"
     assert [m.name for m in service.methods] == ["List", "GetAllocatableResources", "Get"]
+
+
+def test_cri_service_paths_and_enums():
+    """containerd serves CRI v1 under these exact gRPC paths; the enums are the kubelet's values."""
+    runtime = cri.DESCRIPTOR.services_by_name["RuntimeService"]
+    assert runtime.full_name == "runtime.v1.RuntimeService"
+    assert {"RunPodSandbox", "CreateContainer", "UpdateContainerResources", "ContainerStatus"} <= {
+        m.name for m in runtime.methods}
+    assert cri.DESCRIPTOR.services_by_name["ImageService"].full_name == "runtime.v1.ImageService"
+    assert [cri.POD, cri.CONTAINER, cri.NODE, cri.TARGET] == [0, 1, 2, 3]
+    assert [cri.CONTAINER_CREATED, cri.CONTAINER_RUNNING, cri.CONTAINER_EXITED, cri.CONTAINER_UNKNOWN] == [0, 1, 2, 3]
+    assert [cri.SANDBOX_READY, cri.SANDBOX_NOTREADY] == [0, 1]

@@ -9,6 +9,7 @@ from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.procfs import CLK_TCK, read_cpu_stat
 from koordlet.host.topology import read_topology
+from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
@@ -261,3 +262,128 @@ def test_collection_cycle_includes_numa_samples(tmp_path):
     host.set_proc_stat(busy=3 * CLK_TCK, idle=0, per_cpu={0: CLK_TCK, 1: CLK_TCK, 2: CLK_TCK})
     names = {(s.name, s.labels) for s in coll.collect(Tick(time.time(), ()))}
     assert {cpu(0), cpu(1), mem(0), mem(1), mem(2), ("node_cpu_usage", ())} <= names
+
+
+# ------------------------------------------------------------------------------------------ per-NUMA system usage
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def sys_cpu(node):
+    return ("sys_numa_cpu_usage", (("numa_node_id", str(node)),))
+
+
+def sys_mem(node):
+    return ("sys_numa_memory_usage", (("numa_node_id", str(node)),))
+
+
+@pytest.fixture(params=[CgroupVersion.V1, CgroupVersion.V2], ids=["v1", "v2"])
+def numa_pods(request, tmp_path):
+    """two_numa_host with two pods whose memory.numa_stat spreads their memory over nodes 0 and 1."""
+    host = FakeHost(str(tmp_path), request.param, Driver.CGROUPFS)
+    host.set_numa({0: [0, 1], 1: [2, 3], 2: []})
+    host.set_node_meminfo(0, total_kb=8 * GiB_KB, free_kb=5 * GiB_KB)             # 3 GiB used
+    host.set_node_meminfo(1, total_kb=8 * GiB_KB, free_kb=7 * GiB_KB)             # 1 GiB used
+    host.set_node_meminfo(2, total_kb=4 * GiB_KB, free_kb=3 * GiB_KB)             # 1 GiB used, no pod memory
+    host.add_pod(KubeQOS.BURSTABLE, "u-ls",
+                 CgroupValues(anon=768 * MiB, unevictable=256 * MiB, active_file=512 * MiB,
+                              numa={0: 512 * MiB, 1: 256 * MiB}), {A: CgroupValues()})
+    host.add_pod(KubeQOS.BESTEFFORT, "u-be", CgroupValues(anon=2 * 1024 * MiB, numa={1: 2 * 1024 * MiB}),
+                 {B: CgroupValues()})
+    cg = Cgroups.detect(host.paths)
+    coll = UsageCollection(host.paths, cg, AgentMetrics("n1"), interval=1.0, outdated=10.0)
+    return host, cg, coll
+
+
+def two_cycles(host, cg, coll, per_cpu_busy):
+    """Cycle 1 (no rates yet), then 2 s later one where node 0 and 1 are busy as given (CPU-seconds per CPU)."""
+    pods = pods_for(host, cg)
+    host.set_proc_stat(busy=0, idle=0, per_cpu={0: 0, 1: 0, 2: 0, 3: 0})
+    first = by_name(coll.collect(Tick(100.0, pods)))
+    total = sum(per_cpu_busy.values())
+    host.set_proc_stat(busy=int(total * CLK_TCK), idle=0,
+                       per_cpu={c: int(b * CLK_TCK) for c, b in per_cpu_busy.items()})
+    host.set_cgroup(cg.layout.pod_dir(KubeQOS.BURSTABLE, "u-ls"),
+                    CgroupValues(cpu_ns=10**9, anon=768 * MiB, unevictable=256 * MiB, active_file=512 * MiB,
+                                 numa={0: 512 * MiB, 1: 256 * MiB}))
+    time.sleep(0.01)        # the collection measures the period on the monotonic clock
+    return first, by_name(coll.collect(Tick(102.0, pods)))
+
+
+def test_system_numa_usage_is_node_numa_minus_pods_and_apportioned_cpu(numa_pods):
+    host, cg, coll = numa_pods
+    first, s = two_cycles(host, cg, coll, {0: 1.0, 1: 0.0, 2: 1.5, 3: 0.5})
+    # cycle 1: no node CPU rate, so no system usage at all yet
+    assert not any(name.startswith("sys_") for name, _ in first)
+    # memory: node NUMA usage − Σ the pods' anon + unevictable on that node (u-ls's page cache is not subtracted:
+    # the node figure already leaves file pages out)
+    assert s[sys_mem(0)] == 3 * 2**30 - (512 + 256) * MiB
+    assert s[sys_mem(1)] == max(2**30 - (256 + 2048) * MiB, 0)                    # clamped at 0
+    assert s[sys_mem(2)] == 2**30                                                  # no pod memory there
+    # CPU: the node-level system CPU split by each node's share of the NUMA CPU usage
+    node_cpu = {n: s[cpu(n)] for n in (0, 1)}
+    total = sum(node_cpu.values())
+    assert s[("sys_cpu_usage", ())] > 0 and node_cpu[1] == pytest.approx(2 * node_cpu[0])
+    assert sum(s[sys_cpu(n)] for n in (0, 1)) == pytest.approx(s[("sys_cpu_usage", ())])
+    for n in (0, 1):
+        assert s[sys_cpu(n)] == pytest.approx(s[("sys_cpu_usage", ())] * node_cpu[n] / total)
+    assert sys_cpu(2) not in s                                                     # a CPU-less node
+
+
+def test_pod_numa_stat_unreadable_skips_numa_memory_only(numa_pods, caplog):
+    host, cg, coll = numa_pods
+    path = Path(cg.path("memory", cg.layout.pod_dir(KubeQOS.BESTEFFORT, "u-be"), "memory.numa_stat"))
+    path.write_text("total=0 N0=0\n")                 # no anon/unevictable lines: cannot say the pod's share
+    _, s = two_cycles(host, cg, coll, {0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0})
+    assert not any(name == "sys_numa_memory_usage" for name, _ in s)
+    assert sys_cpu(0) in s and sys_cpu(1) in s
+    assert "memory.numa_stat unreadable" in caplog.text
+
+
+def test_system_numa_usage_needs_fresh_numa_and_pod_readings():
+    from koordlet.collectors.usage import NumaReading, Reading, SystemCollector
+    shared = SharedState()
+    sysc = SystemCollector(shared, outdated=10.0)
+    shared.node, shared.pods = Reading(100.0, 3.0, 10.0 * 2**30), Reading(100.0, 1.0, 2.0 * 2**30)
+    shared.numa = NumaReading(100.0, {0: 2.0, 1: 0.0}, {0: 6.0 * 2**30, 1: 4.0 * 2**30})
+    shared.pods_numa = NumaReading(85.0, memory={0: 2.0 * 2**30})
+    s = by_name(sysc.collect(100.0))
+    assert sys_mem(0) not in s                                # the pods' NUMA sum is 15 s old
+    assert s[sys_cpu(0)] == pytest.approx(2.0) and s[sys_cpu(1)] == 0.0
+    shared.pods_numa = NumaReading(99.0, memory={0: 2.0 * 2**30})
+    s = by_name(sysc.collect(100.0))
+    assert s[sys_mem(0)] == 4.0 * 2**30 and s[sys_mem(1)] == 4.0 * 2**30
+    shared.numa = NumaReading(80.0, {0: 0.0, 1: 0.0}, {0: 1.0, 1: 1.0})             # stale node NUMA reading
+    assert {name for name, _ in by_name(sysc.collect(100.0))} == {"sys_cpu_usage", "sys_memory_usage"}
+    shared.numa = NumaReading(100.0, {0: 0.0, 1: 0.0}, {})                           # an idle node: 0, not 0/0
+    assert by_name(sysc.collect(100.0))[sys_cpu(1)] == 0.0
+
+
+def test_no_numa_nodes_means_pod_numa_stat_is_never_read(setup, caplog):
+    host, cg, _metrics, coll = setup                  # a FakeHost without sysfs NUMA nodes
+    host.add_pod(KubeQOS.BURSTABLE, "u-ls", CgroupValues(), {A: CgroupValues()})
+    os.remove(cg.path("memory", cg.layout.pod_dir(KubeQOS.BURSTABLE, "u-ls"), "memory.numa_stat"))
+    pods = pods_for(host, cg)[:1]
+    coll.collect(Tick(1.0, pods))
+    s = by_name(coll.collect(Tick(2.0, pods)))
+    assert not any(name.startswith("sys_numa") for name, _ in s)
+    assert "numa_stat" not in caplog.text
+
+
+def test_numa_system_usage_reaches_the_node_metric(numa_pods):
+    from fractions import Fraction
+
+    from koordlet.metriccache import MetricCache
+    from koordlet.quantity import parse_quantity
+    from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
+    host, cg, coll = numa_pods
+    first, s = two_cycles(host, cg, coll, {0: 1.0, 1: 0.0, 2: 1.5, 3: 0.5})
+    cache = MetricCache(None, clock=lambda: 102.0)
+    cache.append([Sample(name, lb, ts, v) for ts, cycle in ((100.0, first), (102.0, s))
+                  for (name, lb), v in cycle.items()])
+    numa = NodeMetricBuilder(cache, CollectPolicy()).status([], 102.0)["nodeMetric"]["numaUsages"]
+    assert [u["numaNodeID"] for u in numa] == [0, 1]
+    assert numa[0]["systemUsage"]["resources"]["memory"] == f"{3 * 1024 - 768}Mi"
+    system1 = numa[1]["systemUsage"]["resources"]
+    assert system1["memory"] == "0"
+    assert parse_quantity(system1["cpu"]) == Fraction(int(s[sys_cpu(1)] * 1000), 1000)
