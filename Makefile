@@ -4,26 +4,45 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint fuzz venv bench soak proto clean
+.PHONY: run test lint fuzz venv bench soak proto clean install uninstall
 
-$(BIN)/koordlet: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,lint]'
-	@touch $@
+# The venv is done when its stamp exists, and the stamp is written last: a first run interrupted anywhere (Ctrl-C in
+# ensurepip or in pip) leaves no stamp, so the next `make run` / `make test` installs again; a venv whose pip does not
+# run (ensurepip or pip's self-upgrade cut short, its Python gone) is made again from scratch; a VENV that is not a
+# venv is never removed. A venv completed before the stamp existed (its koordlet script newer than pyproject.toml)
+# only gets the stamp.
+STAMP := $(VENV)/.koordlet-installed
 
-venv: $(BIN)/koordlet
+$(STAMP): pyproject.toml
+	@set -e; \
+	if "$(BIN)/python" -m pip --version >/dev/null 2>&1; then \
+		if [ ! -e "$@" ] && [ "$(BIN)/koordlet" -nt pyproject.toml ]; then touch "$@"; exit 0; fi; \
+	else \
+		if [ -e "$(VENV)" ] && [ ! -f "$(VENV)/pyvenv.cfg" ]; then \
+			echo "make: $(VENV) exists and is not a venv; move it away or pass VENV=..." >&2; exit 1; fi; \
+		if [ -e "$(VENV)" ]; then echo "make: $(VENV) is half made (an interrupted first run?): making it again"; fi; \
+		rm -rf "$(VENV)"; $(PYTHON) -m venv "$(VENV)"; \
+	fi; \
+	echo "make: installing koordlet-py and its test tools into $(VENV)"; \
+	"$(BIN)/python" -m pip install --quiet --upgrade pip; \
+	"$(BIN)/python" -m pip install --quiet -e '.[test,lint]'; \
+	touch "$@"
+
+venv: $(STAMP)
 
 # The main job: the agent standalone on this host with embedded defaults
-# (no cluster, metrics on http://127.0.0.1:9316/metrics, metric cache in ./var/).
+# (no cluster, metrics on http://127.0.0.1:9316/metrics, metric cache in ./var/: its state directory, which an
+# installed agent keeps in /var/lib/koordlet).
 run: venv
-	$(BIN)/koordlet run --standalone $(ARGS)
+	STATE_DIRECTORY=$(CURDIR)/var $(BIN)/koordlet run --standalone $(ARGS)
 
 # One pytest worker per CPU (pytest-xdist): most of the suite's time is real processes, sockets and kernels
 # doing their part, not our CPU. The real-cgroup tests compare against the kernel's own accounting, so the
 # neighbouring worker's load does not change their outcome. Nothing is written into the checkout.
+# --dist loadgroup: tests marked xdist_group("name") share one worker (tests/realruntime: one containerd and one agent
+# for the module); the rest are spread as usual.
 test: venv
-	$(BIN)/python -m pytest -q -n auto tests
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup tests
 
 # Static checks (README "Lint"): ruff's rule set, mypy over the packages, the import layers; settings in pyproject.toml.
 # All three run; the target fails if any of them does.
@@ -66,3 +85,54 @@ proto: venv
 
 clean:
 	rm -rf $(VENV) var build *.egg-info .mypy_cache .ruff_cache .import_linter_cache
+
+# --- bare host (README "Bare host under systemd") -----------------------------------------------------------------
+# `make install` (root): the agent in a venv of its own under PREFIX (never pip into the system's Python: PEP 668),
+# the command linked into BINDIR, the unit into UNITDIR (its /opt/koordlet and /etc/koordlet rewritten to PREFIX and
+# CONFDIR) and the example config at CONFDIR/config.yaml unless one is there. Run again to upgrade. `make uninstall`
+# removes what install added and keeps the config and the state (STATEDIR, LOGDIR) unless PURGE=1.
+PREFIX    ?= /opt/koordlet
+BINDIR    ?= /usr/local/bin
+CONFDIR   ?= /etc/koordlet
+UNITDIR   ?= /etc/systemd/system
+STATEDIR  ?= /var/lib/koordlet
+LOGDIR    ?= /var/log/koordlet
+SYSTEMCTL ?= systemctl
+PURGE     ?=
+# systemctl only for the real unit directory on a host booted with systemd (not for a staged or test install)
+LIVE_UNIT  = [ "$(UNITDIR)" = /etc/systemd/system ] && [ -d /run/systemd/system ]
+
+install:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "make install: koordlet needs Python >= 3.11 ($(PYTHON) is older)" >&2; exit 1; }
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || \
+		{ echo "make install: $(PYTHON) cannot make a venv: apt-get install python3-venv" >&2; exit 1; }
+	@# a venv whose interpreter went away (a distribution upgrade) is made again
+	"$(PREFIX)/bin/python" -c '' 2>/dev/null || $(PYTHON) -m venv --clear "$(PREFIX)"
+	"$(PREFIX)/bin/pip" install --quiet --disable-pip-version-check .
+	install -d "$(BINDIR)" "$(UNITDIR)" "$(CONFDIR)"
+	ln -sfn "$(PREFIX)/bin/koordlet" "$(BINDIR)/koordlet"
+	sed -e 's|/opt/koordlet|$(PREFIX)|g' -e 's|/etc/koordlet|$(CONFDIR)|g' systemd/koordlet.service \
+		> "$(UNITDIR)/.koordlet.service.new"
+	chmod 0644 "$(UNITDIR)/.koordlet.service.new"
+	mv -f "$(UNITDIR)/.koordlet.service.new" "$(UNITDIR)/koordlet.service"
+	@if [ -e "$(CONFDIR)/config.yaml" ]; then echo "kept $(CONFDIR)/config.yaml (systemd/config.yaml is the example)"; \
+		else install -m 0644 systemd/config.yaml "$(CONFDIR)/config.yaml"; echo "installed $(CONFDIR)/config.yaml"; fi
+	@if $(LIVE_UNIT); then $(SYSTEMCTL) daemon-reload; fi
+	@echo "installed: $(BINDIR)/koordlet -> $(PREFIX)/bin/koordlet, $(UNITDIR)/koordlet.service"
+	@echo "start it:  systemctl enable --now koordlet   (upgrade: systemctl restart koordlet)"
+
+uninstall:
+	@if $(LIVE_UNIT); then $(SYSTEMCTL) disable --now koordlet.service || true; fi
+	rm -f "$(UNITDIR)/koordlet.service"
+	@if $(LIVE_UNIT); then $(SYSTEMCTL) daemon-reload; fi
+	@# only our link, only our venv (a PREFIX that is not a venv is never removed)
+	@if [ "$$(readlink "$(BINDIR)/koordlet")" = "$(PREFIX)/bin/koordlet" ]; then rm -f "$(BINDIR)/koordlet"; fi
+	@if [ -f "$(PREFIX)/pyvenv.cfg" ]; then rm -rf "$(PREFIX)"; echo "removed $(PREFIX)"; \
+		elif [ -e "$(PREFIX)" ]; then echo "make uninstall: $(PREFIX) is not a venv; left alone" >&2; fi
+	@if [ -n "$(PURGE)" ]; then \
+		rm -f "$(CONFDIR)/config.yaml"; rmdir "$(CONFDIR)" 2>/dev/null || true; \
+		for d in "$(STATEDIR)" "$(LOGDIR)"; do case "$$d" in */koordlet) rm -rf "$$d";; \
+			*) echo "make uninstall: $$d does not end in /koordlet; left alone" >&2;; esac; done; \
+		echo "purged $(CONFDIR)/config.yaml, $(STATEDIR), $(LOGDIR)"; \
+	else echo "kept $(CONFDIR) and $(STATEDIR) (PURGE=1 removes them)"; fi

@@ -82,7 +82,7 @@ def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float,
         proc = subprocess.Popen([sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "bench",
                                  "--cgroup-root-dir", tree.link_root, "--cgroup-driver", "cgroupfs",
                                  "--addr", "127.0.0.1:19316", "--tsdb-path", cache, "--log-level", "warning",
-                                 *extra])
+                                 *extra], env=dict(os.environ, STATE_DIRECTORY=cache))  # reports, checkpoints
         try:
             p = psutil.Process(proc.pid)
             time.sleep(warmup)

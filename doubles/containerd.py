@@ -16,8 +16,8 @@ temporary directory, and the kubelet's cgroup tree inside a unique test root of 
   doubles/realcgroup.py. The namespace is held by a small process of ours (``cat`` on a pipe: it ends when we do)
   and entered with ``nsenter`` by each containerd start, so a restarted containerd sees what the first one saw.
 - **Lifecycle**: started and stopped by PID (SIGTERM, then SIGKILL); containerd gets SIGTERM if this process dies
-  (PR_SET_PDEATHSIG). ``close()`` removes the pods through CRI, stops containerd, ends the shims it started (found
-  by their ``-address``), kills what is left in the test cgroups and removes them.
+  (``setpriv --pdeathsig``). ``close()`` removes the pods through CRI, stops containerd, ends the shims it started
+  (found by their ``-address``), kills what is left in the test cgroups and removes them.
 
 No pytest here: tests/realruntime/conftest.py wraps it in fixtures, bench/cri_create.py uses it directly.
 """
@@ -25,7 +25,6 @@ No pytest here: tests/realruntime/conftest.py wraps it in fixtures, bench/cri_cr
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -42,7 +41,7 @@ CGROUP_FS = "/sys/fs/cgroup"
 DEFAULT_DIR = "/var/cache/koordlet-ci/containerd/usr/bin"       # where .ci/install-runtime unpacks containerd
 MIN_VERSION = (1, 7)
 BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
-PR_SET_PDEATHSIG = 1
+SHIM_DIRS = ("/run/containerd/s", "/run/containerd")          # innermost first
 
 
 # ---- what this host has ------------------------------------------------------------------------------------------
@@ -87,7 +86,7 @@ def missing() -> str | None:
         return "needs root (containerd, runc, cgroups, mount namespaces)"
     if not os.path.exists(os.path.join(CGROUP_FS, "cpu", "cgroup.procs")):
         return f"needs cgroup v1 (no cpu controller at {CGROUP_FS}/cpu)"
-    for tool in ("runc", "unshare", "nsenter", "mount"):
+    for tool in ("runc", "unshare", "nsenter", "setpriv", "mount"):
         if shutil.which(tool) is None:
             return f"no {tool} on PATH (apt-get install runc util-linux; .ci/install-runtime)"
     d = containerd_dir()
@@ -298,6 +297,8 @@ class Containerd:
         self.log_path = os.path.join(self.base, "containerd.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # the shims' socket dir is fixed (<containerd's default state>/s): removed at close if it was not there
+        self._made = [d for d in SHIM_DIRS if not os.path.exists(d)]
         self._holder: subprocess.Popen[bytes] | None = None
         runc = shutil.which("runc") or "runc"
         arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
@@ -338,10 +339,12 @@ class Containerd:
         holder = self._namespace()
         log = open(self.log_path, "ab")                          # noqa: SIM115 (handed to the child)
         try:
+            # setpriv: SIGTERM to containerd if this process dies (no preexec_fn: a fork of a process with gRPC's
+            # threads must go straight to exec)
             self.proc = subprocess.Popen(
-                ["nsenter", f"--mount=/proc/{holder}/ns/mnt", "--", os.path.join(self.bin_dir, "containerd"),
-                 "--config", self.config],
-                stdout=log, stderr=subprocess.STDOUT, env=self._env(), preexec_fn=_die_with_parent)
+                ["setpriv", "--pdeathsig", "TERM", "--", "nsenter", f"--mount=/proc/{holder}/ns/mnt", "--",
+                 os.path.join(self.bin_dir, "containerd"), "--config", self.config],
+                stdout=log, stderr=subprocess.STDOUT, env=self._env())
         finally:
             log.close()
         self.starts += 1
@@ -448,12 +451,9 @@ class Containerd:
             self._holder = None
         _unmount_under(self.base)
         shutil.rmtree(self.base, ignore_errors=True)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the process that started it dies (kept across nsenter's exec)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        for d in self._made:
+            with contextlib.suppress(OSError):          # another instance's shim may still use it
+                os.rmdir(d)
 
 
 def _unmount_under(base: str) -> None:

@@ -19,6 +19,13 @@ which tests call after each agent cycle (a cycle writes a group's schemata at mo
   ``cpus_list``, ``mode`` and ``mon_groups``/``mon_data``; ENOSPC once ``num_closids - 1`` groups exist (the root
   group holds CLOSID 0; the limit is the smallest ``num_closids`` of the resources).
 - ``rmdir``: the group's threads go back to the root group.
+- Monitoring (a CPU with ``cqm_llc`` plus ``cqm_occup_llc`` / ``cqm_mbm_total`` / ``cqm_mbm_local``):
+  ``info/L3_MON/{mon_features,num_rmids,max_threshold_occupancy}``, and in the root group and every group made
+  by ``mkdir`` a ``mon_data/mon_L3_<id, two digits>/`` per L3 domain with one file per event the CPU has, each
+  printing ``%llu\n`` or ``Unavailable\n`` (an RMID the hardware has no value for yet). A new group's counters
+  start at 0. Tests move the hardware with :meth:`FakeResctrl.set_monitor` (occupancy, or anything absolute)
+  and :meth:`FakeResctrl.traffic` (the MBM byte counters only ever grow). Without ``cqm_llc`` there is no
+  ``mon_data`` and no ``mon_groups``, as on such a CPU.
 
 Profiles: :data:`INTEL` (cbm ``7ff`` = 11 ways, 16 CLOSIDs, MB percent with granularity 10, minimum 10) and
 :data:`AMD` (cbm ``ffff``, ``min_cbm_bits`` 0, sparse masks, MB in 1/8 GB/s units with 2048 = unlimited).
@@ -50,7 +57,8 @@ class Profile:
     mb_width: int = 3               # the kernel's data_width for MB (Intel 3, AMD 4)
     sparse: bool = False
     cdp: bool = False               # code/data prioritisation: L3CODE + L3DATA instead of L3
-    flags: tuple[str, ...] = ("cat_l3", "mba", "cqm_llc", "cqm_occup_llc")
+    flags: tuple[str, ...] = ("cat_l3", "mba", "cqm_llc", "cqm_occup_llc", "cqm_mbm_total", "cqm_mbm_local")
+    num_rmids: int = 176
 
     @property
     def cache_names(self) -> tuple[str, ...]:
@@ -59,6 +67,14 @@ class Profile:
     @property
     def num_closids(self) -> int:
         return min(self.l3_closids, self.mb_closids) if self.mb else self.l3_closids
+
+    @property
+    def mon_events(self) -> tuple[str, ...]:
+        """The L3 monitoring events the kernel offers for these CPU flags (its mon_features order)."""
+        if "cqm_llc" not in self.flags:
+            return ()
+        return tuple(event for flag, event in (("cqm_occup_llc", "llc_occupancy"), ("cqm_mbm_total", "mbm_total_bytes"),
+                                               ("cqm_mbm_local", "mbm_local_bytes")) if flag in self.flags)
 
     def with_(self, **changes: object) -> Profile:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -89,6 +105,8 @@ class FakeResctrl(ResctrlKernel):
     rounded: list[str] = field(init=False, default_factory=list)           # MB writes the kernel rounded up
     writes: list[tuple[str, str]] = field(init=False, default_factory=list)     # accepted (group, text)
     calls: list[tuple[str, str]] = field(init=False, default_factory=list)      # (mount | mkdir | rmdir, name)
+    # group -> L3 domain -> event -> value (None: the kernel prints "Unavailable")
+    monitor: dict[str, dict[int, dict[str, int | None]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.root = self.paths.sys_fs("resctrl")
@@ -126,13 +144,12 @@ class FakeResctrl(ResctrlKernel):
             raise OSError(errno.ENOSPC, "No space left on device")
         path = os.path.join(self.root, name)
         os.mkdir(path, 0o755)
-        for sub in ("mon_groups", "mon_data"):
-            os.mkdir(os.path.join(path, sub))
         self._file(os.path.join(path, "cpus"), "0\n")
         self._file(os.path.join(path, "cpus_list"), "\n")
         self._file(os.path.join(path, "mode"), "shareable\n")
         self.groups[name] = Group(self._defaults())
         self._render(name)
+        self._new_monitor(name)
 
     def remove_group(self, root: str, name: str) -> None:
         self.calls.append(("rmdir", name))
@@ -146,6 +163,7 @@ class FakeResctrl(ResctrlKernel):
             if group == name:
                 self.tids[tid] = ""
         del self.groups[name]
+        self.monitor.pop(name, None)
         shutil.rmtree(os.path.join(self.root, name))
         self._render("")
 
@@ -173,11 +191,30 @@ class FakeResctrl(ResctrlKernel):
         self.groups[name].values[resource].update(values)
         self._render(name)
 
+    def set_monitor(self, name: str, cache_id: int, **values: int | None) -> None:
+        """The hardware's monitoring values of a group on one L3 domain (``llc_occupancy=...``,
+        ``mbm_total_bytes=...``; None: the kernel prints Unavailable). Only events the CPU has may be set."""
+        domain = self.monitor[name][cache_id]
+        for event, value in values.items():
+            if event not in domain:
+                raise KeyError(f"fake resctrl: this CPU has no monitoring event {event!r}")
+            domain[event] = value
+        self._render_monitor(name)
+
+    def traffic(self, name: str, cache_id: int, total: int, local: int = 0) -> None:
+        """Memory traffic of a group's tasks on one domain: the MBM byte counters grow by it."""
+        domain = self.monitor[name][cache_id]
+        for event, add in (("mbm_total_bytes", total), ("mbm_local_bytes", local)):
+            if event in domain:
+                domain[event] = (domain[event] or 0) + add
+        self._render_monitor(name)
+
     def unmount(self) -> None:
         """Unmount: the mount point stays as an empty directory."""
         shutil.rmtree(self.root)
         os.makedirs(self.root)
         self.groups.clear()
+        self.monitor.clear()
         self.tids = dict.fromkeys(self.tids, "")
         self.mounted = False
 
@@ -305,11 +342,30 @@ class FakeResctrl(ResctrlKernel):
             self._file(os.path.join(d, "num_closids"), f"{p.mb_closids}\n")
             self._file(os.path.join(d, "delay_linear"), "1\n" if p.vendor == "GenuineIntel" else "0\n")
         self._file(os.path.join(info, "last_cmd_status"), "ok\n")
-        for sub in ("mon_groups", "mon_data"):
-            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        if p.mon_events:
+            d = os.path.join(info, "L3_MON")
+            self._file(os.path.join(d, "mon_features"), "".join(f"{e}\n" for e in p.mon_events))
+            self._file(os.path.join(d, "num_rmids"), f"{p.num_rmids}\n")
+            self._file(os.path.join(d, "max_threshold_occupancy"), "270336\n")
         self._file(os.path.join(self.root, "cpus"), "3\n")
         self.groups[""] = Group(self._defaults())
         self._render("")
+        self._new_monitor("")
+
+    def _new_monitor(self, name: str) -> None:
+        """A group's monitoring files as the kernel makes them at mount (the root) or mkdir: counters at 0."""
+        events = self.profile.mon_events
+        if not events:
+            return
+        os.makedirs(os.path.join(self.root, name, "mon_groups"), exist_ok=True)
+        self.monitor[name] = {cid: dict.fromkeys(events, 0) for cid in self.profile.cache_ids}
+        self._render_monitor(name)
+
+    def _render_monitor(self, name: str) -> None:
+        for cid, values in self.monitor[name].items():
+            d = os.path.join(self.root, name, "mon_data", f"mon_L3_{cid:02d}")
+            for event, value in values.items():
+                self._file(os.path.join(d, event), "Unavailable\n" if value is None else f"{value}\n")
 
     def _check_root(self, root: str) -> None:
         if not self.mounted or os.path.realpath(root) != os.path.realpath(self.root):

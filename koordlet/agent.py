@@ -23,11 +23,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from koordlet import collectors, qos, reporters, services
+from koordlet.audit import AuditLog, EventPager, trail_source
 from koordlet.component import (
     Collector,
     Context,
@@ -36,6 +37,8 @@ from koordlet.component import (
     Report,
     StartupError,
     Tick,
+    Verdict,
+    assess,
     build_enabled,
     running_as_root,
 )
@@ -48,7 +51,8 @@ from koordlet.metrics import AgentMetrics
 from koordlet.prediction.feed import Prediction
 from koordlet.prediction.server import PredictionConfig
 from koordlet.reporters.files import report_objects, write_yaml_atomic
-from koordlet.server import HttpServer
+from koordlet.sdnotify import Notifier
+from koordlet.server import EventsHandler, HttpServer
 from koordlet.states.cluster import Cluster, ClusterError
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects, resource_rows
 from koordlet.states.nodeslo import NodeSLOFile
@@ -138,6 +142,7 @@ class Agent:
     services: list[tuple[Plugin[Service], Service]] = field(default_factory=list)
     reconciler: Reconciler | None = None               # QoS strategies (None: enforcement off)
     loops: Loops | None = None                         # while running
+    audit_log: AuditLog | None = None                  # upstream's audit log (gate AuditEvents)
     _nri_view: tuple[float, NodeView | None] = (float("-inf"), None)
     _bad: LogOnce = field(default_factory=lambda: LogOnce(log, logging.ERROR))
 
@@ -216,10 +221,16 @@ class Agent:
         ctx = Context(config, paths, cgroups, metrics, cache, node, prediction, persist=persist)
         agent = cls(ctx)
         ctx.view = agent.nri_view
+        if config.gate("AuditEvents") and persist:
+            try:
+                agent.audit_log = AuditLog(config.audit_log_dir, config.audit_max_disk_space_mb, config.audit_verbose)
+            except OSError as e:      # upstream exits too (klog.Fatalf) when it cannot make the directory
+                raise StartupError(f"audit-log-dir {config.audit_log_dir}: {e.strerror or e}") from None
         if config.reconcile_interval_seconds > 0 and running_as_root():
             from koordlet.executor import Executor
             from koordlet.qos.reconciler import Reconciler
-            ctx.executor = Executor(cgroups, metrics, force_refresh=config.resource_force_update_seconds)
+            ctx.executor = Executor(cgroups, metrics, force_refresh=config.resource_force_update_seconds,
+                                    audit_log=agent.audit_log)
             strategies = [s for _, s in build_enabled(qos.STRATEGIES, ctx)]
             agent.reconciler = Reconciler(ctx.executor, strategies, metrics, config.reconcile_interval_seconds)
             ctx.nudge = agent.reconciler.nudge
@@ -273,11 +284,36 @@ class Agent:
         for name, obj in self.report_objects().items():
             write_yaml_atomic(self.config.report_dir, name, obj)
 
+    def events_handler(self) -> EventsHandler | None:
+        """Upstream's /events (gate AuditEventsHTTPHandler) over the audit log, or, with AuditEvents off, over the
+        executor's in-memory trail (upstream's handler answers nothing then); None without the gate."""
+        cfg = self.config
+        if not cfg.gate("AuditEventsHTTPHandler"):
+            return None
+        executor = self.executor
+        if self.audit_log is not None:
+            source: Callable[[], Iterable[dict[str, object]]] = self.audit_log.newest_first
+        elif executor is not None:
+            source = trail_source(executor.events)
+        else:
+            source = list
+        pager = EventPager(source, max_readers=cfg.audit_max_concurrent_readers,
+                           max_limit=cfg.audit_max_events_limit)
+
+        def serve(query: str, accept: str) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+            page = pager.serve(query, accept)
+            return page.status, page.content_type, page.body, page.headers
+        return serve
+
     # --- daemon ----------------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event, on_ready: Callable[[], object] | None = None) -> None:
-        """Run until ``stop`` is set; returns after threads are joined and the cache is flushed."""
+    def run(self, stop: threading.Event, on_ready: Callable[[], object] | None = None,
+            notifier: Notifier | None = None) -> None:
+        """Run until ``stop`` is set; returns after threads are joined and the cache is flushed. ``notifier``: the
+        service manager (systemd ``Type=notify``): READY=1 once serving, WATCHDOG=1 and STATUS= from
+        :meth:`verdict` every housekeeping tick, STOPPING=1 when ``stop`` is set."""
         cfg = self.config
+        notifier = notifier or Notifier(None)
         log.info("agent starting node=%s mode=%s pod_source=%s cgroup=v%d driver=%s root=%s components=%s",
                  cfg.node_name, cfg.agent_mode, cfg.pod_source, int(self.cgroups.version),
                  self.cgroups.layout.driver.value, self.cgroups.root, ",".join(self.component_names()))
@@ -286,11 +322,15 @@ class Agent:
                         os.geteuid())
         loops = self.loops = Loops(stop, self.metrics)
         server = HttpServer(cfg.addr, self.metrics.pages(), self.ready,
-                            self.executor.events if self.executor is not None else None, health=loops.healthy,
-                            events_remote=cfg.gate("AuditEventsHTTPHandler"))  # else /events: loopback only
+                            self.executor.events if self.executor is not None else None, health=self.health,
+                            events_upstream=self.events_handler())  # without the gate /events: loopback only
         pleg = self._start_pleg()
-        loops.forever("pods", self.informer.run)
-        loops.forever("report", self._report_loop)
+        # progress stamps of the loops that do not return (component.assess): the informer after each sync, good
+        # or failed; the report loop each tick; the reconciler each cycle
+        loops.forever("pods", self.informer.run, period=cfg.kubelet_sync_interval)
+        self.informer.on_sync.append(functools.partial(loops.beat, "pods"))
+        self.informer.on_error.append(functools.partial(loops.beat, "pods", False))
+        loops.forever("report", self._report_loop, period=self._report_period())
         for watcher in self.node.cluster.watchers if self.node.cluster else ():
             loops.forever(f"watch-{watcher.what}", watcher.run)
         if cfg.collect_res_used_interval <= 0:
@@ -303,7 +343,8 @@ class Agent:
                 loops.forever(f"{collector_plugin.name}-watch", collector.run)
         if self.reconciler is not None:
             reconciler = self.reconciler
-            loops.forever("qos", lambda s: reconciler.run(s, self.node.view))
+            loops.forever("qos", lambda s: reconciler.run(s, self.node.view, functools.partial(loops.beat, "qos")),
+                          period=cfg.reconcile_interval_seconds)
         self.informer.sync()
         # everything built so far lives as long as the process: out of the collector's way, so a full collection
         # walks only what churns (the soak measured its GIL pauses halved: /healthz max 108 -> 58 ms)
@@ -320,10 +361,15 @@ class Agent:
         server.start()
         if on_ready:
             on_ready()
+        notifier.ready(self.status())
         last_flush = last_trim = time.monotonic()
+        # the housekeeping tick also pings the watchdog: a stuck housekeeping thread stops the pings too
+        tick = min(cfg.metric_cache_flush_interval, 1.0, notifier.watchdog_interval or 1.0)
         try:
-            while not stop.wait(min(cfg.metric_cache_flush_interval, 1.0)):
+            while not stop.wait(tick):
                 now = time.monotonic()
+                verdict = self.verdict()
+                notifier.alive(verdict.progressing, self.status(verdict))
                 self._set_gauges()
                 if now - last_flush >= cfg.metric_cache_flush_interval:
                     self._housekeep(self.cache.flush, "flush")
@@ -332,6 +378,7 @@ class Agent:
                     self._housekeep(self.cache.trim, "trim")
                     last_trim = now
         finally:
+            notifier.stopping("stopping: flushing the metric cache")
             server.stop()
             for service in started:
                 self._housekeep(service.stop, "service stop")
@@ -346,6 +393,8 @@ class Agent:
                 if isinstance(collector, Closeable):
                     self._housekeep(collector.close, f"close {collector.name}")
             self._housekeep(self.cache.close, "close")
+            if self.audit_log is not None:
+                self._housekeep(self.audit_log.close, "audit log close")
             gc.unfreeze()                        # an embedding process (the tests) gets its objects back
             log.info("agent stopped node=%s", cfg.node_name)
 
@@ -373,6 +422,20 @@ class Agent:
             for (_, report), schedule in zip(self.reports, schedules, strict=True):
                 if schedule.due(now) and self._step(f"ready {report.kind}", report.ready):
                     self._report(schedule, report, stop)
+            if self.loops is not None:
+                self.loops.beat("report")
+
+    def _report_period(self) -> float:
+        """The report loop's period for its stall deadline: its slowest duty (the longest report interval, the
+        prediction training, the host topology re-read), since one tick may carry any of them, each with its
+        own API timeouts."""
+        periods = [REPORT_TICK, self.config.prediction_training_interval, self.config.collect_node_cpu_info_interval]
+        for _, report in self.reports:
+            try:
+                periods.append(report.interval())
+            except Exception:   # an interval that needs what is not there yet: the other duties set the period
+                continue
+        return max(periods)
 
     def _step(self, what: str, action: Callable[[], object]) -> bool:
         """One part of the report loop; a failure (a full disk for checkpoints) must not stop the others."""
@@ -422,10 +485,26 @@ class Agent:
         pleg.start()
         return pleg
 
+    # --- what the agent says about itself (component.assess: one rule for all three) -----------------------------
+
+    def verdict(self) -> Verdict:
+        """Health, readiness and the watchdog from the loops' progress stamps, now."""
+        required = [("pods", f"pod sync from {self.config.pod_source}")]
+        if self.config.collect_res_used_interval > 0:
+            required.append(("usage", "collection cycle"))
+        return assess(self.loops.states() if self.loops is not None else [], required)
+
     def ready(self) -> tuple[bool, str]:
-        if not self.informer.synced.is_set():
-            return False, f"pods not synced yet from {self.config.pod_source}"
-        usage = self.loops.loops.get("usage") if self.loops else None
-        if self.config.collect_res_used_interval > 0 and (usage is None or usage.runs == 0):
-            return False, "no collection cycle completed yet"
-        return True, "ok"
+        """/readyz: pods synced and usage collected, each within its loop's deadline (not only once)."""
+        verdict = self.verdict()
+        return verdict.ready, verdict.readiness
+
+    def health(self) -> tuple[bool, str]:
+        """/healthz: no loop stuck past its deadline, none failing again and again."""
+        verdict = self.verdict()
+        return verdict.healthy, verdict.health
+
+    def status(self, verdict: Verdict | None = None) -> str:
+        """systemd's STATUS= line: the verdict and the pod count."""
+        verdict = verdict or self.verdict()
+        return f"{verdict.status}; pods: {len(self.informer.pods)} ({self.config.pod_source})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from koordlet import __version__
-from koordlet.compat import Note, add_upstream_flags, announce, normalize_argv, resolve
-from koordlet.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
-from koordlet.sdnotify import notify
+from koordlet.compat import Note, add_upstream_flags, announce, gate_notes, normalize_argv, resolve
+from koordlet.config import OPTIONS, ArgParser, Config, ConfigError, add_flags, build, flag_values, go_duration
+from koordlet.logutil import configure as configure_logging
+from koordlet.sdnotify import Notifier
 
 if TYPE_CHECKING:
     from koordlet.agent import Agent
@@ -40,6 +42,30 @@ log = logging.getLogger(__name__)
 COMMANDS = ("run", "report", "doctor", "topology", "version")
 _TOP_LEVEL = ("-h", "--help", "--version")
 
+# The options each one-shot command reads, so that its --help lists only those (the config file and KOORDLET_*
+# may still set any option). tests/unit/test_cli_surface.py runs each command with a Config that records what it
+# reads and holds these lists to it.
+_LOGGING = ("log-level", "log-format")
+_HOST = ("agent-mode", "cgroup-root-dir", "sys-root-dir", "sys-fs-root-dir", "proc-root-dir", "var-run-root-dir",
+         "run-root-dir", "var-lib-kubelet-dir", "terway-qos-dir")
+# doctor: the host, and what decides whether each component is on (gates, periods, enable-* switches) and where
+# its probe looks
+_DOCTOR = frozenset(_HOST + _LOGGING + ("node-name", "standalone", "cgroup-driver", "feature-gates", "report-dir",
+                                        "runtime-hooks-nri-socket-path", "hami-core-library-directory-path",
+                                        "pod-resources-proxy-path", "xpu-device-infos-dir")
+                    + tuple(o.name for o in OPTIONS if o.name.endswith("-interval") or o.name.startswith("enable-")))
+# report: everything but what only the daemon uses (the listener, the on-disk cache and checkpoints, the API server
+# connection: a one-shot run never connects, and the audit log)
+_DAEMON_ONLY = frozenset({"addr", "tsdb-path", "metric-cache-flush-interval", "prediction-checkpoint-filepath",
+                          "kubeconfig", "kube-api-qps", "kube-api-burst"}
+                         | {o.name for o in OPTIONS if o.name.startswith("audit-")})
+COMMAND_OPTIONS: dict[str, frozenset[str] | None] = {
+    "run": None,                                              # all of them
+    "report": frozenset(o.name for o in OPTIONS) - _DAEMON_ONLY,
+    "doctor": _DOCTOR,
+    "topology": frozenset(_HOST + _LOGGING),
+}
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = ArgParser(prog="koordlet", description="Koordinator-compatible node agent (koordlet-py). Without a "
@@ -48,23 +74,19 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
     run = sub.add_parser("run", help="run the agent (daemon); the default command")
     run.add_argument("--once", action="store_true", help="one full collection cycle, print a summary, exit")
-    _agent_flags(run)
+    add_flags(run)
+    add_upstream_flags(run)          # upstream's DaemonSet args are run's (`/koordlet <args>`)
     report = sub.add_parser("report", help="collect briefly, then print the objects the agent would report")
     report.add_argument("--once", action="store_true", help="one report and exit (the only mode for now)")
     report.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
-    _agent_flags(report)
+    add_flags(report, COMMAND_OPTIONS["report"])
     doctor = sub.add_parser("doctor", help="which kernel/cgroup features this host supports, and why not")
-    _agent_flags(doctor)
+    add_flags(doctor, COMMAND_OPTIONS["doctor"])
     topo = sub.add_parser("topology", help="CPU/NUMA topology, GPUs and RDMA NICs of this host")
     topo.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
-    _agent_flags(topo)
+    add_flags(topo, COMMAND_OPTIONS["topology"])
     sub.add_parser("version", help="print the version")
     return parser
-
-
-def _agent_flags(parser: argparse.ArgumentParser) -> None:
-    add_flags(parser)
-    add_upstream_flags(parser)
 
 
 def _argv(argv: Sequence[str] | None) -> list[str]:
@@ -77,17 +99,17 @@ def _argv(argv: Sequence[str] | None) -> list[str]:
 
 
 def _config(args: argparse.Namespace) -> tuple[Config, tuple[Note, ...]]:
-    """The configuration, and one note per upstream flag given that is mapped or inert here."""
+    """The configuration, and one note per upstream flag given that is mapped or inert here and per feature gate
+    that is on but has no effect (:func:`koordlet.compat.gate_notes`)."""
     flags = flag_values(args)
     upstream = resolve(args, flags)
     config = build(file=args.config_file, flags={**upstream.options, **flags},
                    require_node=args.command in ("run", "report"))
-    return config, upstream.notes
+    return config, upstream.notes + gate_notes(config)
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+def _setup_logging(config: Config) -> None:
+    configure_logging(config.log_level, config.log_format)
 
 
 def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
@@ -96,15 +118,38 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
-def _one_shot(config: Config) -> tuple[Agent, list[Sample]] | None:
-    """An agent with an in-memory cache that has run two collection cycles (CPU rates need two)."""
+_STANDALONE_HINT = ("without a cluster, run with --standalone (pods from this host's cgroup tree, named by "
+                    "--pods-file if given)")
+
+
+def no_cluster(config: Config) -> str | None:
+    """Why this node plainly has no cluster to read pods from, before anything is built (None: it may have one).
+    Pods come from the kubelet's HTTPS port with the pod's service-account token: no token file, no pod."""
+    if config.standalone or config.pod_source != "kubelet" or config.kubelet_insecure_tls:
+        return None
+    if os.path.exists(config.kubelet_token_file):
+        return None
+    return f"the kubelet token file {config.kubelet_token_file} does not exist (not in a pod of a cluster)"
+
+
+def _one_shot(config: Config) -> tuple[Agent, list[Sample]] | int:
+    """An agent with an in-memory cache that has run two collection cycles (CPU rates need two), or the exit code
+    after saying why there is none. Outside a cluster it says to use --standalone rather than fail on a token
+    file or summarise an empty pod list as a success."""
     from koordlet.agent import Agent, StartupError
+    problem = no_cluster(config)
+    if problem:
+        print(f"koordlet: {problem}; {_STANDALONE_HINT}", file=sys.stderr)
+        return 2
     try:
         agent = Agent.build(config, persist=False, connect=False)
     except StartupError as e:
         print(f"koordlet: cannot start: {e}", file=sys.stderr)
-        return None
-    agent.informer.sync()
+        return 2
+    if not agent.informer.sync() and not config.standalone:
+        print(f"koordlet: cannot list this node's pods from the {config.pod_source} (the log line above says why); "
+              f"{_STANDALONE_HINT}", file=sys.stderr)
+        return 1
     agent.collect_once()
     time.sleep(max(config.collect_res_used_interval, 0.5))
     return agent, agent.collect_once()
@@ -115,8 +160,8 @@ def cmd_report(config: Config, output: str) -> int:
     List). Aggregates over minutes are empty after a short run (the cold-start rule); a running daemon's full
     view is in report-dir (standalone) or the API server."""
     shot = _one_shot(config)
-    if shot is None:
-        return 2
+    if isinstance(shot, int):
+        return shot
     agent, _ = shot
     try:
         objects = list(agent.report_objects().values())
@@ -131,24 +176,63 @@ def cmd_report(config: Config, output: str) -> int:
 
 
 def cmd_run(config: Config, once: bool) -> int:
+    from koordlet import server
     from koordlet.agent import Agent, StartupError
     if once:
         shot = _one_shot(config)
-        if shot is None:
-            return 2
+        if isinstance(shot, int):
+            return shot
         agent, samples = shot
         print(summary(agent, samples))
         return 0
+    # the listener first: a taken port must fail before anything exists on disk (the metric cache directory)
+    try:
+        server.reserve(config.addr)
+    except OSError as e:
+        print(f"koordlet: cannot listen on {server.format_addr(*config.addr)} (option addr): {e.strerror or e}; "
+              f"stop what holds the port or pass another --addr", file=sys.stderr)
+        return 2
+    notifier = Notifier.from_environ()      # systemd Type=notify: STATUS while starting, then READY and WATCHDOG
+    notifier.status("starting: building the agent")
     try:
         agent = Agent.build(config)
     except StartupError as e:
+        server.release_reserved()
         print(f"koordlet: cannot start: {e}", file=sys.stderr)
         return 2
+    announce_run(agent)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    agent.run(stop, on_ready=lambda: notify("READY=1"))
+    try:
+        agent.run(stop, notifier=notifier)
+    finally:
+        notifier.close()
     return 0
+
+
+def announce_run(agent: Agent) -> None:
+    """The start-up lines a person running the agent by hand needs: that it changes this host (root, standalone:
+    `make run`) and how to stop that, and where its state and reports go and when the first report appears."""
+    config = agent.config
+    if agent.reconciler is not None and config.standalone:
+        log.warning("enforcing QoS on this host: as root the agent writes the cgroup, sysctl and resctrl settings "
+                    "of the pods it finds every %s%s; --reconcile-interval-seconds=0 turns that off (make run "
+                    "ARGS='--reconcile-interval-seconds=0%s'), collection and reports go on",
+                    go_duration(config.reconcile_interval_seconds),
+                    " and sets them on new containers over NRI" if config.enable_nri_runtime_hook else "",
+                    " --enable-nri-runtime-hook=false" if config.enable_nri_runtime_hook else "")
+    log.info("agent state metric_cache=%s prediction_checkpoints=%s", os.path.abspath(config.tsdb_path),
+             os.path.abspath(config.prediction_checkpoint_filepath) if config.prediction_checkpoint_filepath
+             else "off")
+    for _, report in agent.reports:
+        if report.kind == "files":
+            log.info("reports dir=%s first_in=%s every=%s (nodemetric.yaml, noderesourcetopology.yaml%s)",
+                     os.path.abspath(config.report_dir), go_duration(report.interval()),
+                     go_duration(report.interval()), ", device.yaml" if config.gate("Accelerators") else "")
+        elif report.kind == "nodemetric":
+            log.info("reports to=api-server nodemetric_first_in=%s (the NodeMetric's reportIntervalSeconds)",
+                     go_duration(report.interval()))
 
 
 def summary(agent: Agent, samples: list[Sample]) -> str:
@@ -246,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = " (no command given, so `koordlet run`; `koordlet --help` lists the commands)" if implied else ""
         print(f"koordlet: configuration error: {e}{hint}", file=sys.stderr)
         return 2
-    _setup_logging(config.log_level)
+    _setup_logging(config)
     announce(notes)
     if args.command == "run":
         return cmd_run(config, args.once)

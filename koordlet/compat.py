@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from koordlet.config import OPTIONS_BY_NAME, ConfigError, parse_bool, parse_duration
+from koordlet.config import OPTIONS_BY_NAME, Config, ConfigError, parse_bool, parse_duration
 
 Kind = Literal["implemented", "mapped", "inert"]
 # Go value types of the flags that are not options here; each has a parser that refuses what Go's refuses
@@ -72,8 +72,6 @@ _RUNTIME_API = ("the runtime's CRI socket is not used: containers are seen throu
                 "evictions go through the Eviction API (standalone: evict-standalone-kill)")
 _TSDB = ("a Prometheus TSDB setting: the metric cache here is SQLite (tsdb-path, tsdb-retention-duration, "
          "tsdb-max-bytes, metric-cache-memory-window, metric-cache-flush-interval)")
-_AUDIT = ("no audit log files: the audit trail of kernel writes is kept in memory and served on /events "
-          "(loopback only unless gate AuditEventsHTTPHandler)")
 _QOS_PERIOD = "every QoS strategy runs each reconcile-interval-seconds (upstream's default for this one is 1 s too)"
 _KLOG_FILES = ("this agent logs to stderr only (collect logs from the container runtime); upstream ignores it too "
                "while -logtostderr=true, its default and the chart's value")
@@ -140,10 +138,8 @@ UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
     _impl("collect-cpi-timewindow", ADVISOR_GO),
     _impl("coldpage-collector-interval", ADVISOR_GO),
     _impl("enable-pagecache-collector", ADVISOR_GO),
-    _inert("enable-resctrl-collector", ADVISOR_GO, "bool",
-           "there is no resctrl monitoring collector (llc occupancy, memory bandwidth) here"),
-    _inert("resctrl-collector-interval", ADVISOR_GO, "duration",
-           "there is no resctrl monitoring collector (llc occupancy, memory bandwidth) here"),
+    _impl("enable-resctrl-collector", ADVISOR_GO),
+    _impl("resctrl-collector-interval", ADVISOR_GO),
     # metriccache
     _inert("metric-gc-interval-seconds", CACHE_GO, "int", _UNUSED),
     _inert("metric-expire-seconds", CACHE_GO, "int", _UNUSED),
@@ -201,11 +197,11 @@ UPSTREAM_FLAGS: tuple[UpstreamFlag, ...] = (
            "pods pinned to CPUs always get an unlimited cfs quota (upstream's default, =false): the rule the NRI "
            "hooks and the reconciler share has no switch"),
     # audit
-    _inert("audit-log-dir", AUDIT_GO, "string", _AUDIT),
-    _inert("audit-verbose", AUDIT_GO, "int", _AUDIT),
-    _inert("audit-max-disk-space-mb", AUDIT_GO, "int", _AUDIT),
-    _inert("audit-max-concurrent-readers", AUDIT_GO, "int", _AUDIT),
-    _inert("audit-max-events-limit", AUDIT_GO, "int", _AUDIT),
+    _impl("audit-log-dir", AUDIT_GO),
+    _impl("audit-verbose", AUDIT_GO),
+    _impl("audit-max-disk-space-mb", AUDIT_GO),
+    _impl("audit-max-concurrent-readers", AUDIT_GO),
+    _impl("audit-max-events-limit", AUDIT_GO),
     # prediction
     _impl("prediction-checkpoint-filepath", PREDICTION_GO),
     _impl("prediction-cold-start-duration", PREDICTION_GO),
@@ -435,6 +431,54 @@ def resolve(args: argparse.Namespace, explicit: Mapping[str, Any]) -> Resolved:
         else:                                               # a mapped flag without a mapping: a bug in the table
             raise AssertionError(f"mapped upstream flag {flag.name} has no mapping")
     return Resolved(options, tuple(notes))
+
+
+# --------------------------------------------------------------------------------------------------
+# feature gates that are on but change nothing here
+# --------------------------------------------------------------------------------------------------
+
+def gate_notes(config: Config) -> tuple[Note, ...]:
+    """One start-up line for each gate that is on but has no effect with this configuration, and why, so that no
+    gate is silently inert (upstream's DaemonSet turns every alpha gate on with ``AllAlpha=true``: a warning, not a
+    refusal). Every one of upstream's gates is implemented; these are the combinations where one does nothing:
+
+    - ``Libpfm4``: the CPI collector always counts as upstream's libpfm4 path does (cycles and instructions as one
+      perf group per CPU, the group read scaled for multiplexing; libpfm4's ``cycles`` / ``instructions`` are the
+      kernel's generic hardware events), so the gate selects nothing more; without ``CPICollector`` nothing counts
+      at all, as upstream.
+    - ``ResctrlCollector`` and the option ``enable-resctrl-collector``: upstream runs the collector only with both.
+    - ``HamiCoreVGPUMonitor`` without ``GPUEnvInject``: no container gets HAMi-core, so there is no region to read.
+    - ``AuditEventsHTTPHandler`` without ``AuditEvents``: upstream's /events then answers with no events; here it
+      serves the in-memory trail of the latest kernel writes instead (an INFO line).
+    - ``NodeMetricPromMetrics`` without ``enable-node-metric-report``: there is no NodeMetric report to mirror.
+    """
+    notes: list[Note] = []
+
+    def warn(gate: str, text: str) -> None:
+        notes.append(Note(logging.WARNING, gate, f"feature gate {gate} has no effect here: {text}"))
+
+    if config.gate("Libpfm4"):
+        warn("Libpfm4", "the CPI collector always counts cycles and instructions as upstream's libpfm4 path does "
+             "(one perf group per CPU, cycles leading, scaled for multiplexing; libpfm4's cycles/instructions are "
+             "the kernel's generic hardware events)" + ("" if config.gate("CPICollector") else
+                                                        ", and CPICollector is off, so nothing is counted"))
+    if config.gate("ResctrlCollector") and not config.enable_resctrl_collector:
+        warn("ResctrlCollector", "-enable-resctrl-collector is false; upstream runs the resctrl monitoring "
+             "collector only with both")
+    if config.enable_resctrl_collector and not config.gate("ResctrlCollector"):
+        notes.append(Note(logging.WARNING, "enable-resctrl-collector", "option enable-resctrl-collector has no "
+                          "effect: feature gate ResctrlCollector is off (upstream needs both)"))
+    if config.gate("HamiCoreVGPUMonitor") and not config.gate("GPUEnvInject"):
+        warn("HamiCoreVGPUMonitor", "GPUEnvInject is off, so no container gets HAMi-core and no vGPU region exists "
+             "to read")
+    if config.gate("AuditEventsHTTPHandler") and not config.gate("AuditEvents"):
+        notes.append(Note(logging.INFO, "AuditEventsHTTPHandler", "feature gate AuditEventsHTTPHandler without "
+                          "AuditEvents: /events serves the in-memory trail of the latest kernel writes in "
+                          "upstream's format (upstream answers with no events without its audit log)"))
+    if config.gate("NodeMetricPromMetrics") and not config.enable_node_metric_report:
+        warn("NodeMetricPromMetrics", "-enable-node-metric-report is false, so there is no NodeMetric report to "
+             "mirror")
+    return tuple(notes)
 
 
 def announce(notes: Sequence[Note], logger: logging.Logger | None = None) -> None:

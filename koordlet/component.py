@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
@@ -165,37 +165,126 @@ class Report(Protocol):
 
 # --- supervised loops --------------------------------------------------------------------------------------------
 
+# A watched loop is stuck when its last completed iteration is older than STALL_PERIODS of its period, and never
+# sooner than STALL_FLOOR seconds: a GC pause, a loaded host or a slow first cycle must not restart the agent, while
+# a read blocked on a hung filesystem or a peer that never answers must.
+STALL_PERIODS = 5
+STALL_FLOOR = 10.0
+
+def stall_deadline(period: float) -> float:
+    """Seconds without a completed iteration after which a loop of this period counts as stuck."""
+    return max(STALL_PERIODS * period, STALL_FLOOR)
+
 
 @dataclass
 class Loop:
-    """One supervised thread: ``runs`` steps completed, ``failures`` in a row."""
+    """One supervised thread: ``runs`` steps completed, ``failures`` in a row, and two progress stamps
+    (monotonic seconds): ``progress_at`` the last completed iteration, failed or not (the loop is alive),
+    ``success_at`` the last successful one (what it produces is fresh). ``deadline`` None: not watched for stalls
+    (a watch that waits for events as long as nothing happens)."""
 
     name: str
     target: Callable[[threading.Event], None]
     runs: int = 0
     failures: int = 0
     thread: threading.Thread | None = None
+    deadline: float | None = None
+    progress_at: float | None = None      # None until started
+    success_at: float | None = None       # None until the first success
+
+    def beat(self, ok: bool = True, now: float | None = None) -> None:
+        """An iteration completed (``ok``: and succeeded). Called by the loop itself, or by the component that
+        owns a long-running target (the informer after each sync, the reconciler after each cycle)."""
+        now = time.monotonic() if now is None else now
+        self.progress_at = now
+        if ok:
+            self.success_at = now
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """One loop as :func:`assess` sees it: seconds since its stamps at the moment of the snapshot."""
+
+    name: str
+    deadline: float | None
+    since_progress: float | None = None   # None: not started
+    since_success: float | None = None    # None: never succeeded
+    failures: int = 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the agent says about itself, from one snapshot: /healthz (``healthy``, ``health``), /readyz
+    (``ready``, ``readiness``), the systemd watchdog (``progressing``: WATCHDOG=1 may be sent) and ``STATUS=``."""
+
+    healthy: bool
+    health: str
+    ready: bool
+    readiness: str
+    progressing: bool
+    status: str
+
+
+def assess(loops: Sequence[LoopState], required: Sequence[tuple[str, str]] = ()) -> Verdict:
+    """The one rule for health, readiness and the watchdog (pure: the server, the notifier and the tests call it).
+
+    - **stuck**: a watched loop whose last completed iteration (failed or not) is older than its deadline. It
+      stops the watchdog (systemd restarts the agent) and turns /healthz red. A loop that keeps failing but keeps
+      iterating is not stuck: a restart would not bring the kubelet back.
+    - **failing**: :data:`UNHEALTHY_AFTER` failures in a row turn /healthz red until it succeeds again.
+    - **ready**: every loop in ``required`` (name, what it provides) that exists has succeeded within its
+      deadline, so /readyz goes back to 503 when pod sync or collection stops, and to 200 when it resumes.
+    """
+    stuck = [f"{s.name} (no progress for {s.since_progress:.1f}s, deadline {s.deadline:g}s)" for s in loops
+             if s.deadline is not None and s.since_progress is not None and s.since_progress > s.deadline]
+    failing = sorted(s.name for s in loops if s.failures >= UNHEALTHY_AFTER)
+    problems = ([f"stuck loops: {', '.join(stuck)}"] if stuck else []) + \
+        ([f"failing loops: {','.join(failing)}"] if failing else [])
+    by_name = {s.name: s for s in loops}
+    unready = []
+    for name, what in required:
+        state = by_name.get(name)
+        if state is None:
+            continue
+        if state.since_success is None:
+            unready.append(f"no {what} completed yet")
+        elif state.deadline is not None and state.since_success > state.deadline:
+            unready.append(f"no {what} for {state.since_success:.1f}s (deadline {state.deadline:g}s)")
+    if not loops:
+        unready.append("not started")
+    readiness = "; ".join(unready) or "ok"
+    health = "; ".join(problems) or "ok"
+    if problems:
+        status = health + ("; watchdog withheld" if stuck else "")
+    else:
+        status = f"running: {len(loops)} loops progressing" if not unready else f"not ready: {readiness}"
+    return Verdict(not problems, health, not unready, readiness, not stuck, status)
 
 
 class Loops:
     """Every agent thread goes through here: a step that raises is logged once, counted in
     ``koordlet_loop_errors_total{loop}`` and the loop goes on; a loop failing :data:`UNHEALTHY_AFTER` times in a
-    row makes :meth:`healthy` false until it succeeds again."""
+    row makes :meth:`healthy` false until it succeeds again. Each loop carries progress stamps (:meth:`Loop.beat`)
+    and, when watched, its own deadline (:func:`stall_deadline` of its period); :meth:`states` snapshots them for
+    :func:`assess`."""
 
-    def __init__(self, stop: threading.Event, metrics: AgentMetrics) -> None:
+    def __init__(self, stop: threading.Event, metrics: AgentMetrics,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.stop = stop
         self._metrics = metrics
         self._bad = LogOnce(log, logging.ERROR)
+        self._clock = clock
         self.loops: dict[str, Loop] = {}
 
     def every(self, name: str, period: float, step: Callable[[], object]) -> Loop:
-        """``step`` every ``period`` seconds (its own duration included); overruns skip ticks, never burst."""
-        loop = Loop(name, lambda stop: None)
+        """``step`` every ``period`` seconds (its own duration included); overruns skip ticks, never burst. Each
+        step that returns is progress; the loop is stuck after :func:`stall_deadline` of ``period`` without one."""
+        loop = Loop(name, lambda stop: None, deadline=stall_deadline(period))
 
         def run(stop: threading.Event) -> None:
             next_tick = time.monotonic()
             while not stop.is_set():
-                self._step(loop, step)
+                loop.beat(self._step(loop, step), self._clock())
                 next_tick += period
                 delay = next_tick - time.monotonic()
                 if delay < 0:
@@ -207,10 +296,13 @@ class Loops:
         self.loops[name] = loop
         return loop
 
-    def forever(self, name: str, target: Callable[[threading.Event], None], restart_after: float = 1.0) -> Loop:
+    def forever(self, name: str, target: Callable[[threading.Event], None], restart_after: float = 1.0, *,
+                period: float | None = None) -> Loop:
         """A long-running ``target(stop)`` (a watch, an event loop): restarted after ``restart_after`` seconds if it
-        raises, until stop."""
-        loop = Loop(name, lambda stop: None)
+        raises, until stop. With ``period`` (how often it completes an iteration) it is watched: whoever drives it
+        calls :meth:`beat` after each iteration, and it is stuck after :func:`stall_deadline` of ``period``
+        without one."""
+        loop = Loop(name, lambda stop: None, deadline=None if period is None else stall_deadline(period))
 
         def run(stop: threading.Event) -> None:
             while not stop.is_set():
@@ -220,6 +312,12 @@ class Loops:
         loop.target = run
         self.loops[name] = loop
         return loop
+
+    def beat(self, name: str, ok: bool = True) -> None:
+        """Progress of the loop ``name`` (a no-op for a loop not registered: a one-shot run has none)."""
+        loop = self.loops.get(name)
+        if loop is not None:
+            loop.beat(ok, self._clock())
 
     def _step(self, loop: Loop, step: Callable[[], object]) -> bool:
         try:
@@ -237,8 +335,11 @@ class Loops:
         return True
 
     def start(self) -> None:
+        now = self._clock()
         for loop in self.loops.values():
             if loop.thread is None:
+                if loop.progress_at is None:   # the deadline of the first iteration runs from here
+                    loop.progress_at = now
                 loop.thread = threading.Thread(target=loop.target, args=(self.stop,), name=loop.name, daemon=True)
                 loop.thread.start()
 
@@ -248,6 +349,15 @@ class Loops:
             if loop.thread is not None:
                 loop.thread.join(max(0.0, deadline - time.monotonic()))
 
+    def states(self) -> list[LoopState]:
+        """A snapshot of every loop's stamps, for :func:`assess` (reads plain attributes: no lock needed)."""
+        now = self._clock()
+        return [LoopState(loop.name, loop.deadline,
+                          None if loop.progress_at is None else now - loop.progress_at,
+                          None if loop.success_at is None else now - loop.success_at, loop.failures)
+                for loop in self.loops.values()]
+
     def healthy(self) -> tuple[bool, str]:
-        failing = sorted(n for n, loop in self.loops.items() if loop.failures >= UNHEALTHY_AFTER)
-        return (False, "failing loops: " + ",".join(failing)) if failing else (True, "ok")
+        """/healthz: no loop stuck past its deadline, none failing :data:`UNHEALTHY_AFTER` times in a row."""
+        verdict = assess(self.states(), required=())
+        return verdict.healthy, verdict.health

@@ -15,12 +15,14 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import os
 import posixpath
+import pwd
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +126,13 @@ def parse_non_negative_int(raw: Any) -> int:
     return value
 
 
+def parse_positive_int(raw: Any) -> int:
+    value = parse_int(raw)
+    if value <= 0:
+        raise ValueError(f"expected an integer > 0, got {raw!r}")
+    return value
+
+
 def parse_positive_duration(raw: Any) -> float:
     value = parse_duration(raw)
     if value <= 0:
@@ -163,12 +172,25 @@ def choice(*allowed: str) -> Callable[[Any], str]:
 
 
 def parse_addr(raw: Any) -> tuple[str, int]:
-    """``host:port`` or ``:port`` (all interfaces, as upstream's ``:9316``)."""
+    """``host:port``, ``[ipv6]:port`` or ``:port``, read as Go's ``net.SplitHostPort`` reads upstream's ``-addr``:
+    an IPv6 literal needs its brackets (``[::1]:9316``; ``::1:9316`` is ambiguous and refused, as Go refuses it).
+    ``:port`` and ``[::]:port`` listen on every interface, IPv4 and IPv6 (koordlet.server)."""
     text = parse_str(raw).strip()
+    if text.startswith("["):
+        host, close, port = text[1:].partition("]")
+        if not close or not port.startswith(":"):
+            raise ValueError(f"expected [ipv6]:port, got {raw!r}")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} in {raw!r} is not an IPv6 address") from None
+        return host, parse_port(port[1:])
     host, sep, port = text.rpartition(":")
     if not sep:
-        raise ValueError(f"expected host:port or :port, got {raw!r}")
-    return host.strip("[]"), parse_port(port)
+        raise ValueError(f"expected host:port, [ipv6]:port or :port, got {raw!r}")
+    if ":" in host:
+        raise ValueError(f"an IPv6 address needs brackets, [{host}]:{port}; got {raw!r}")
+    return host, parse_port(port)
 
 
 # Upstream's koordlet feature gates with their stage and default: pkg/features/koordlet_features.go plus the
@@ -266,20 +288,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("agent-mode", choice("auto", "daemonset", "host"), "auto",
            "daemonset: host dirs mounted under /host-*; host: real paths; auto: daemonset if /host-sys exists"),
     Option("standalone", parse_bool, False, "run without a cluster: pods from the cgroup tree and pods-file"),
-    Option("cgroup-root-dir", parse_path, None, "cgroup root (default /host-cgroup/ or /sys/fs/cgroup/)"),
-    Option("sys-root-dir", parse_path, None, "sysfs root (default /host-sys/ or /sys/)"),
-    Option("sys-fs-root-dir", parse_path, None, "sys/fs root, resctrl lives here (default /host-sys-fs/ or /sys/fs/)"),
+    Option("cgroup-root-dir", parse_path, None, "cgroup root"),
+    Option("sys-root-dir", parse_path, None, "sysfs root"),
+    Option("sys-fs-root-dir", parse_path, None, "sys/fs root, resctrl lives here"),
     Option("proc-root-dir", parse_path, "/proc/", "procfs root (hostPID is assumed)"),
-    Option("var-run-root-dir", parse_path, None, "host /var/run (default /host-var-run/ or /var/run/)"),
-    Option("run-root-dir", parse_path, None, "host /run (default /host-run/ or /run/)"),
-    Option("terway-qos-dir", parse_path, None, "where terway-qos reads its config (netQOSPolicy terway-qos; default "
-           "/host-var-lib/terway/qos/ or /var/lib/terway/qos/)"),
+    Option("var-run-root-dir", parse_path, None, "host /var/run"),
+    Option("run-root-dir", parse_path, None, "host /run"),
+    Option("terway-qos-dir", parse_path, None, "where terway-qos reads its config (netQOSPolicy terway-qos)"),
     Option("var-lib-kubelet-dir", parse_path, "/var/lib/kubelet/", "kubelet state dir"),
     Option("cgroup-driver", choice("auto", "cgroupfs", "systemd"), "auto", "naming of the kubepods cgroup tree"),
     Option("pod-source", choice("auto", "kubelet", "apiserver", "standalone"), "auto",
            "where pods come from; auto: standalone when --standalone, else kubelet"),
     Option("pods-file", parse_path, "", "standalone: optional YAML list of Pod objects (metadata for cgroup pods)"),
-    Option("kubeconfig", parse_path, "", "kubeconfig for the API server (default: in-cluster config)"),
+    Option("kubeconfig", parse_path, "", "kubeconfig for the API server; none: the in-cluster config"),
     Option("kube-api-qps", parse_float, 20.0, "client-side rate limit of API server requests (per second)"),
     Option("kube-api-burst", parse_int, 30, "burst of the API server request rate limit"),
     Option("kubelet-address", parse_str, "127.0.0.1", "kubelet address (the DaemonSet runs with hostNetwork)"),
@@ -302,6 +323,9 @@ OPTIONS: tuple[Option, ...] = (
            "(gate ColdPageCollector)"),
     Option("enable-pagecache-collector", parse_bool, False, "collect memory usage with page cache (needed by "
            "nodeMemoryCollectPolicy usageWithPageCache)"),
+    Option("enable-resctrl-collector", parse_bool, False, "collect the resctrl class groups' LLC occupancy and memory "
+           "bandwidth (mon_data); needs gate ResctrlCollector too, as upstream"),
+    Option("resctrl-collector-interval", parse_positive_duration, 10.0, "resctrl monitoring collection period"),
     Option("tsdb-path", parse_path, "/metric-data/", "metric cache directory (sqlite file inside)"),
     Option("tsdb-retention-duration", parse_duration, 12 * 3600.0, "metric cache retention on disk"),
     Option("tsdb-max-bytes", parse_size, 100 * 2**20, "metric cache size cap on disk"),
@@ -364,9 +388,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
            "as YAML each report interval"),
     Option("addr", parse_addr, ("", 9316), "HTTP listen address of /metrics, /healthz, /readyz and /events (that one "
-           "for loopback clients only, unless gate AuditEventsHTTPHandler), host:port or :port"),
+           "for loopback clients only, unless gate AuditEventsHTTPHandler): host:port, [ipv6]:port, or :port and "
+           "[::]:port for every IPv4 and IPv6 interface"),
+    Option("audit-log-dir", parse_path, "/var/log/koordlet", "directory of the audit log audit.log and its rotated "
+           "files (gate AuditEvents)"),
+    Option("audit-verbose", parse_non_negative_int, 3, "audit events of a higher verbosity are not logged (0: all; "
+           "kernel writes are 3, evictions 0)"),
+    Option("audit-max-disk-space-mb", parse_positive_int, 16, "disk space of the audit log: files of 2 MiB, the "
+           "oldest removed"),
+    Option("audit-max-concurrent-readers", parse_positive_int, 4, "paging readers of /events kept at once (gate "
+           "AuditEventsHTTPHandler)"),
+    Option("audit-max-events-limit", parse_positive_int, 2048, "largest size of one /events page (gate "
+           "AuditEventsHTTPHandler)"),
     Option("feature-gates", parse_gates, {}, "A=true,B=false (AllAlpha / AllBeta accepted)"),
     Option("log-level", choice("debug", "info", "warning", "error"), "info", "log verbosity"),
+    Option("log-format", choice("text", "json"), "text", "text: <time> <LEVEL> <logger> <message key=value ...>; "
+           "json: one object per line, with ts, level, logger, msg and the message's key=value fields as keys"),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -378,13 +415,35 @@ HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sy
               "var-run-root-dir": "/var/run/", "run-root-dir": "/run/"}
 
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
-# needed, metrics stay on loopback, the cache lives in ./var/, devices are reported (report-dir).
-STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "tsdb-path": "./var/metric-data",
-                                      "report-dir": "./var/reports",
-                                      "prediction-checkpoint-filepath": "./var/prediction-checkpoints",
-                                      "addr": "127.0.0.1:9316",
+# needed, metrics stay on loopback, the state lives in the state directory (below), devices are reported.
+STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "addr": "127.0.0.1:9316",
                                       # no cluster to stay compatible with: report the devices this host has
                                       "feature-gates": {"Accelerators": True, "RDMADevices": True}}
+
+# Host mode keeps its state in one directory, never in the working directory (a unit's is "/"): these options,
+# when no layer sets them, become subdirectories of state_directory(). The DaemonSet keeps upstream's defaults
+# (/metric-data/, /prediction-checkpoints: paths inside the container that its volumes provide).
+STATE_PATHS = {"tsdb-path": "metric-data", "prediction-checkpoint-filepath": "prediction-checkpoints"}
+STANDALONE_STATE_PATHS = {"report-dir": "reports", "audit-log-dir": "audit"}   # the standalone sinks as well
+SYSTEM_STATE_DIR = "/var/lib/koordlet"     # the unit's StateDirectory=koordlet
+
+
+def state_directory(environ: Mapping[str, str], euid: int | None = None) -> str:
+    """Where host mode keeps its state: ``$STATE_DIRECTORY`` (systemd sets it from the unit's ``StateDirectory=``;
+    the first of a colon-separated list; ``make run`` sets ./var), else /var/lib/koordlet for root, else the
+    user's XDG state directory (``$XDG_STATE_HOME/koordlet``, ``~/.local/state/koordlet``). Always absolute."""
+    listed = environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if listed:
+        return os.path.abspath(listed)
+    if (os.geteuid() if euid is None else euid) == 0:
+        return SYSTEM_STATE_DIR
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(xdg):
+        home = environ.get("HOME", "")
+        if not os.path.isabs(home):
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        xdg = os.path.join(home, ".local", "state")
+    return os.path.join(xdg, "koordlet")
 
 
 @dataclass(frozen=True)
@@ -419,6 +478,8 @@ class Config:
     psi_collector_interval: float
     coldpage_collector_interval: float
     enable_pagecache_collector: bool
+    enable_resctrl_collector: bool
+    resctrl_collector_interval: float
     tsdb_path: str
     tsdb_retention_duration: float
     tsdb_max_bytes: int
@@ -454,8 +515,14 @@ class Config:
     pod_resources_proxy_path: str
     report_dir: str
     addr: tuple[str, int]
+    audit_log_dir: str
+    audit_verbose: int
+    audit_max_disk_space_mb: int
+    audit_max_concurrent_readers: int
+    audit_max_events_limit: int
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     log_level: str = "info"
+    log_format: str = "text"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # option -> where its value came from
 
     def gate(self, name: str) -> bool:
@@ -516,17 +583,72 @@ class ArgParser(argparse.ArgumentParser):
         raise ConfigError(f"command line: {message}")
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Register every option as ``--name`` and Go-style ``-name`` (Go's flag syntax: ``-name=value``,
-    ``-name value``, a boolean alone); values stay raw strings until build(). ``feature-gates`` may be given
-    more than once: the lists merge, a later value of a gate winning, as upstream's MapStringBool flag does."""
-    group = parser.add_argument_group("agent options (also YAML keys and KOORDLET_* env vars)")
+def go_duration(seconds: float) -> str:
+    """Seconds as Go prints a ``time.Duration`` (``12h0m0s`` shortened to ``12h``, ``1m30s``, ``100ms``), the
+    spelling upstream's ``-help`` uses and ``parse_duration`` reads back."""
+    if seconds <= 0:
+        return "0s"
+    if seconds < 1:
+        return f"{round(seconds * 1000, 3):g}ms"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{value:g}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if value)
+
+
+def _shown(option: Option, value: Any) -> str:
+    if option.parse in (parse_duration, parse_positive_duration):
+        return go_duration(float(value))
+    if option.parse is parse_size and value % 2**20 == 0:
+        return f"{value // 2**20}Mi"
+    if option.parse is parse_addr:
+        host, port = value
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={str(v).lower()}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def default_text(option: Option) -> str:
+    """An option's default as ``--help`` shows it: the value in upstream's spelling, the DaemonSet / host root
+    where agent-mode decides it, and what ``--standalone`` or host mode's state directory put there instead."""
+    name = option.name
+    if name in DS_ROOTS:
+        parts = [f"{DS_ROOTS[name]} with agent-mode daemonset, {HOST_ROOTS[name]} in host mode"]
+    else:
+        parts = [_shown(option, option.default) or "none"]
+    if name in STATE_PATHS:
+        parts.append(f"host mode: <state dir>/{STATE_PATHS[name]}")
+    if name in STANDALONE_STATE_PATHS:
+        parts.append(f"--standalone: <state dir>/{STANDALONE_STATE_PATHS[name]}")
+    if name in STANDALONE_PROFILE:
+        parts.append(f"--standalone: {_shown(option, option.parse(STANDALONE_PROFILE[name]))}")
+    return "; ".join(parts)
+
+
+def add_flags(parser: argparse.ArgumentParser, names: Collection[str] | None = None) -> None:
+    """Register the options (``names``, or all) as ``--name`` and Go-style ``-name`` (Go's flag syntax:
+    ``-name=value``, ``-name value``, a boolean alone), each help line ending with its default; values stay raw
+    strings until build(). A command registers only the options it reads (``koordlet doctor --help`` does not
+    list the metric cache's); the config file and the environment may still set any option. ``feature-gates``
+    may be given more than once: the lists merge, a later value of a gate winning, as upstream's MapStringBool
+    flag does."""
+    group = parser.add_argument_group(
+        "agent options (also YAML keys and KOORDLET_* env vars)",
+        "<state dir>: $STATE_DIRECTORY (the unit's StateDirectory=; `make run`: ./var), else /var/lib/koordlet as "
+        "root, else ~/.local/state/koordlet.")
     for option in OPTIONS:
+        if names is not None and option.name not in names:
+            continue
         extra: dict[str, Any] = {"nargs": "?", "const": "true"} if option.parse is parse_bool else {}
         if option.parse is parse_gates:
             extra = {"action": "append"}
+        text = f"{option.help} (default: {default_text(option)})".replace("%", "%%")
         group.add_argument(f"--{option.name}", f"-{option.name}", dest=f"opt_{option.attr}",
-                           default=None, metavar="V", help=option.help, **extra)
+                           default=None, metavar="V", help=text, **extra)
     group.add_argument("--config", "-config", dest="config_file", default=None, help="YAML config file")
 
 
@@ -574,13 +696,21 @@ def build(*, file: str | None = None, flags: Mapping[str, Any] | None = None,
     mode = merged["agent-mode"]
     if mode == "auto":
         mode = "daemonset" if os.path.isdir("/host-sys") else "host"
+    if mode == "host":
+        # the process's own environment, not ``environ`` (the configuration's): where the service manager put
+        # our state is a fact about this process, like its uid
+        state = state_directory(os.environ)
+        for name, sub in (STATE_PATHS | (STANDALONE_STATE_PATHS if standalone else {})).items():
+            if name in merged and sources.get(name) == "default":
+                merged[name], sources[name] = os.path.join(state, sub), "state directory"
     roots = DS_ROOTS if mode == "daemonset" else HOST_ROOTS
     for name, default in roots.items():
         if merged[name] is None:
             merged[name] = default
     if not merged["node-name"]:
         if not standalone and require_node:
-            raise ConfigError("node-name: required outside standalone mode (set NODE_NAME or --node-name)")
+            raise ConfigError("node-name: required outside standalone mode (set NODE_NAME or --node-name; "
+                              "without a cluster, use --standalone)")
         merged["node-name"] = hostname()
         sources["node-name"] = "hostname"
     if merged["pod-source"] == "auto":

@@ -23,7 +23,9 @@ executor decides whether a write is needed and in which order:
   (ENODEV; see ``koordlet.host.fs.vanished``), is counted as ``missing`` (vanished container, feature the
   kernel lacks); EINVAL/EBUSY/EPERM... are counted per resource in Prometheus, logged once per file and error,
   and not cached, so the next cycle retries.
-- **Audit.** Every real write is one log line and one event in a ring buffer served at ``/events``.
+- **Audit.** Every real write is one log line and one event in a ring buffer served at ``/events``; with the
+  ``AuditEvents`` gate it is also an event of upstream's audit log (:mod:`koordlet.audit`, verbosity 3, the message
+  upstream's ``update <path> to <value>``).
 - **Timing.** Every write the kernel was asked for is timed into upstream's
   ``koordlet_resource_update_duration_milliseconds`` (type ``cgroup`` for files under the cgroup root, ``default``
   for the rest; status ``success`` / ``failed``); a vanished file is not counted, as upstream ignores those.
@@ -45,6 +47,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from koordlet.audit import AuditLog, event_of_owner
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS, Layout, parse_cpu_list
 from koordlet.host.fs import vanished
 from koordlet.logutil import LogOnce
@@ -295,6 +298,7 @@ class Executor:
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     audit_size: int = AUDIT_EVENTS
+    audit_log: AuditLog | None = None      # upstream's audit log (gate AuditEvents)
     _cache: dict[str, _Cached] = field(default_factory=dict)
     _events: deque[AuditEvent] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -407,7 +411,7 @@ class Executor:
                 os.close(fd)
             self._timed(path, not result.failed, started)
             if result.written:
-                self._events.append(AuditEvent(self.wall(), owner, reason, path, "", f"+{result.written} ids"))
+                self._audit(AuditEvent(self.wall(), owner, reason, path, "", f"+{result.written} ids"))
                 log.info("append file=%s ids=%d failed=%d owner=%s reason=%s", path, result.written, result.failed,
                          owner, reason)
             self.total.add(result)
@@ -424,15 +428,16 @@ class Executor:
             except OSError as e:
                 self._failed(Update(path, "", owner, reason), "<remove>", e, Result())
                 return False
-            self._events.append(AuditEvent(self.wall(), owner, reason, path, "<file>", "<removed>"))
+            self._audit(AuditEvent(self.wall(), owner, reason, path, "<file>", "<removed>"))
             log.info("remove file=%s owner=%s reason=%s", path, owner, reason)
             return True
 
-    def record(self, owner: str, reason: str, target: str, old: str, new: str) -> None:
+    def record(self, owner: str, reason: str, target: str, old: str, new: str, *, message: str = "",
+               verbose: int = 3) -> None:
         """Audit a change made through another kernel interface (netlink, prctl), so /events shows every change
         the agent makes, not only file writes."""
         with self._lock:
-            self._events.append(AuditEvent(self.wall(), owner, reason, target, old, new))
+            self._audit(AuditEvent(self.wall(), owner, reason, target, old, new), message, verbose)
 
     def forget(self, prefix: str) -> None:
         """Drop cached values under a path prefix (a removed cgroup: a new one at the same path starts fresh)."""
@@ -502,6 +507,14 @@ class Executor:
             return [e.to_dict() for e in list(self._events)[-limit:]]
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _audit(self, event: AuditEvent, message: str = "", verbose: int = 3) -> None:
+        """The ring buffer, and upstream's audit log when there is one (a kernel write at upstream's verbosity 3;
+        ``record`` callers pass their own message and verbosity: evictions are 0). Called under the lock."""
+        self._events.append(event)
+        if self.audit_log is not None:
+            text = message or f"update {event.file} to {event.new}"
+            self.audit_log.log(verbose, event_of_owner(event.time, event.owner, event.reason, text))
 
     def _apply(self, u: Update, value: str, result: Result, final: bool) -> None:
         if self._fresh(u, value):
@@ -598,7 +611,7 @@ class Executor:
             self._cache.pop(_cache_key(u), None)
         if self._bad.forget(u.path):
             log.info("write recovered file=%s", u.path)
-        self._events.append(AuditEvent(self.wall(), u.owner, u.reason, u.path, old, value))
+        self._audit(AuditEvent(self.wall(), u.owner, u.reason, u.path, old, value))
         log.info("write file=%s old=%s new=%s owner=%s reason=%s%s", u.path, _one_line(old), _one_line(value),
                  u.owner, u.reason,
                  "" if final else " step=loosen-parent")

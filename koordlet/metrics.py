@@ -9,6 +9,11 @@ Two kinds of families live here:
   summary, CPI, PSI, resctrl), served as ``/internal-metrics`` and ``/external-metrics``, and merged on
   ``/metrics`` (:meth:`AgentMetrics.pages`).
 - **Our own families** (help text starting "(koordlet-py)"), all in the internal registry, as before.
+- **The process's own** (:func:`register_process_collectors`): prometheus_client's ``process_*`` (CPU seconds,
+  resident and virtual memory, open and maximum fds, start time), ``python_gc_*`` (collections, collected and
+  uncollectable objects per generation) and ``python_info``, plus ``process_threads``; in the internal registry,
+  so the operator's alerts on the agent's CPU, memory, fds and threads have something to read
+  (deploy/monitoring/).
 
 **Counters without ``_total``.** Go's client exposes a counter under the name it was given
 (``# TYPE koordlet_pod_eviction counter`` / ``koordlet_pod_eviction{...} 1``); prometheus_client always adds
@@ -34,8 +39,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -310,6 +324,34 @@ class ResourceRow(NamedTuple):
 Vector = Gauge | Counter | Histogram
 
 
+class _ThreadsCollector:
+    """``process_threads``: the OS threads of this process (``Threads:`` of ``/proc/self/status``), the one process
+    fact prometheus_client's ProcessCollector leaves out (the Rust client's process collector has it under this
+    name). Every Python thread is one; a leak shows here before it shows in memory."""
+
+    def __init__(self, proc: str = "/proc") -> None:
+        self._status = f"{proc}/self/status"
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            with open(self._status, "rb") as f:
+                for line in f:
+                    if line.startswith(b"Threads:"):
+                        yield GaugeMetricFamily("process_threads", "(koordlet-py) OS threads of the agent process",
+                                                value=float(line.split()[1]))
+                        return
+        except OSError:          # no procfs (not Linux): the family is absent, as ProcessCollector's are
+            return
+
+
+def register_process_collectors(registry: CollectorRegistry) -> None:
+    """The process's own metrics into ``registry`` (each registry of each AgentMetrics: tests build many)."""
+    ProcessCollector(registry=registry)
+    GCCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    registry.register(_ThreadsCollector())
+
+
 class AgentMetrics:
     def __init__(self, node: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
@@ -412,6 +454,17 @@ class AgentMetrics:
                                         "pod's processes on one GPU, percent of the card", pod_gpu, registry=r)
         self.pod_gpu_memory_used_bytes = Gauge("koordlet_pod_gpu_memory_used_bytes", "(koordlet-py) GPU memory "
                                                "held by the pod's processes on one GPU", pod_gpu, registry=r)
+        # HAMi-core vGPUs (collectors/hami_vgpu.py, gate HamiCoreVGPUMonitor): libvgpu's shared region per container
+        vgpu = ["node", "pod_uid", "pod_name", "pod_namespace", "container_name", "vdevice_index", "device_uuid"]
+        self.container_vgpu_memory_used_bytes = Gauge(
+            "koordlet_container_vgpu_memory_used_bytes", "(koordlet-py) device memory the container's processes "
+            "hold on one vGPU, as HAMi-core's libvgpu accounts it", vgpu, registry=r)
+        self.container_vgpu_memory_limit_bytes = Gauge(
+            "koordlet_container_vgpu_memory_limit_bytes", "(koordlet-py) libvgpu's device memory limit of the "
+            "container on one vGPU", vgpu, registry=r)
+        self.container_vgpu_core_utilization = Gauge(
+            "koordlet_container_vgpu_core_utilization", "(koordlet-py) SM utilization of the container's "
+            "processes on one vGPU, percent of the card, as libvgpu samples it", vgpu, registry=r)
         self.executor_updates = Counter(
             "koordlet_executor_updates", "(koordlet-py) kernel file updates by resource (cgroup file or sysctl "
             "name) and outcome: written, missing (file absent: feature or cgroup not there), error_<ERRNO>",
@@ -478,6 +531,7 @@ class AgentMetrics:
         self.node_psi = Gauge("koordlet_node_psi", "(koordlet-py) node pressure stall information from "
                               "/proc/pressure: percent of wall time stalled (full only where the kernel has it)",
                               ["node", *PSI_LABELS[:3]], registry=r)
+        register_process_collectors(r)
         self.start_time.labels(node).set_to_current_time()
 
     # --- building ----------------------------------------------------------------------------------------------
@@ -640,6 +694,9 @@ class AgentMetrics:
                 yield vector
         yield self.pod_gpu_core_usage
         yield self.pod_gpu_memory_used_bytes
+        yield self.container_vgpu_memory_used_bytes
+        yield self.container_vgpu_memory_limit_bytes
+        yield self.container_vgpu_core_utilization
 
     def _touch(self, family: str, labels: tuple[str, ...]) -> None:
         with self._lock:

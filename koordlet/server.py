@@ -28,7 +28,9 @@ clients do:
   answered only to loopback peers (``curl 127.0.0.1:9316/events`` on the node, or ``kubectl port-forward``);
   others get 403 unless ``events_remote`` (the agent sets it from upstream's ``AuditEventsHTTPHandler`` gate, the
   opt-in for serving audit events over HTTP). The metrics pages, /healthz and /readyz are served to everyone, as
-  upstream.
+  upstream. With that gate the agent hands in ``events_upstream`` instead: upstream's /events protocol
+  (``?size=&pageToken=``, JSON lines or ``Accept: application/json``; :class:`koordlet.audit.EventPager`), for
+  every client.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import errno
 import ipaddress
 import json
 import logging
@@ -69,6 +72,10 @@ EVENTS_DEFAULT = 100      # /events without ?limit
 EVENTS_MAX = 1024         # the executor's audit ring (executor.AUDIT_EVENTS; server may not import executor)
 TEXT = "text/plain; charset=utf-8"
 _DIGITS = re.compile(r"[0-9]{1,9}")   # ASCII only: str.isdigit() also takes '²' and other digits int() refuses
+
+
+# upstream's /events handler: (query string, Accept header) -> (status, content type, body, extra headers)
+EventsHandler = Callable[[str, str], tuple[int, str, bytes, tuple[tuple[str, str], ...]]]
 
 
 class _BadRequest(Exception):
@@ -139,13 +146,52 @@ def is_loopback(host: str) -> bool:
 
 
 def _listen(addr: tuple[str, int]) -> socket.socket:
-    """Bind now, so a taken port fails at start-up in the caller rather than later in a thread. An empty host is
-    every IPv4 interface (as before); an IPv6 literal gets an IPv6 socket."""
-    host = addr[0] or "0.0.0.0"
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, addr[1]), family=family, backlog=socket.SOMAXCONN)
+    """Bind now, so a taken port fails at start-up in the caller rather than later in a thread.
+
+    An empty host and ``::`` are every interface, IPv4 and IPv6, as Go's ``:9316`` and ``[::]:9316`` are for
+    upstream (one dual-stack socket; IPv4 peers arrive as ``::ffff:a.b.c.d``, which :func:`is_loopback` knows):
+    the kubelet of an IPv6 or dual-stack node probes the node's IPv6 address. Where the kernel has no IPv6, they
+    fall back to every IPv4 interface. Any other IPv6 literal gets an IPv6-only socket, a name or IPv4 literal an
+    IPv4 one. A taken port raises ``OSError`` (EADDRINUSE) in every case."""
+    host, port = addr
+    if host in ("", "::"):
+        if socket.has_dualstack_ipv6():
+            try:
+                sock = socket.create_server(("::", port), family=socket.AF_INET6, backlog=socket.SOMAXCONN,
+                                            dualstack_ipv6=True)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise
+                sock = socket.create_server(("0.0.0.0", port), backlog=socket.SOMAXCONN)   # IPv6 off (sysctl)
+        else:
+            sock = socket.create_server(("0.0.0.0", port), backlog=socket.SOMAXCONN)
+    else:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family, backlog=socket.SOMAXCONN)
     sock.setblocking(False)
     return sock
+
+
+_reserved: dict[tuple[str, int], socket.socket] = {}
+
+
+def reserve(addr: tuple[str, int]) -> None:
+    """Bind the listener of ``addr`` now, before anything else of the agent exists (the CLI calls it first, so a
+    taken port is a start-up error that leaves nothing behind: no metric cache directory, no checkpoints); the
+    next :class:`HttpServer` of the same ``addr`` takes the socket over. Raises ``OSError`` as binding does."""
+    if addr not in _reserved:
+        _reserved[addr] = _listen(addr)
+
+
+def release_reserved() -> None:
+    """Close the listeners :func:`reserve` bound that no server took over (start-up failed after it)."""
+    while _reserved:
+        _reserved.popitem()[1].close()
+
+
+def format_addr(host: str, port: int) -> str:
+    """``host:port`` as a URL writes it (``[::1]:9316``)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class HttpServer:
@@ -158,6 +204,7 @@ class HttpServer:
                  events: Callable[[int], list[dict[str, object]]] | None = None,
                  health: Callable[[], tuple[bool, str]] | None = None, *,
                  events_remote: bool = False, events_max: int = EVENTS_MAX,
+                 events_upstream: EventsHandler | None = None,
                  idle_timeout: float = IDLE_TIMEOUT, write_timeout: float = WRITE_TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS, workers: int = WORKERS) -> None:
         self._pages: dict[str, Collector] = (dict(metrics) if isinstance(metrics, Mapping)
@@ -165,9 +212,10 @@ class HttpServer:
         self._ready, self._events = ready, events
         self._health = health or (lambda: (True, "ok"))
         self._events_remote, self._events_max = events_remote, events_max
+        self._events_upstream = events_upstream
         self._idle_timeout, self._write_timeout = idle_timeout, write_timeout
         self._max_connections = max(1, max_connections)
-        self._sock = _listen(addr)
+        self._sock = _reserved.pop(addr) if addr in _reserved else _listen(addr)
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="http-worker")
         self._thread = threading.Thread(target=self._run, name="http", daemon=True)
         self._conns: dict[_Conn, None] = {}     # open connections (a dict: ordered, O(1) removal)
@@ -192,8 +240,10 @@ class HttpServer:
     def start(self) -> None:
         self._thread.start()
         self._loop_started.wait(10)
-        log.info("http serving addr=%s:%d endpoints=%s,/healthz,/readyz%s", *self.address, ",".join(self._pages),
-                 ("" if self._events is None else ",/events" if self._events_remote else ",/events(loopback)"))
+        log.info("http serving addr=%s endpoints=%s,/healthz,/readyz%s", format_addr(*self.address),
+                 ",".join(self._pages),
+                 (",/events(upstream)" if self._events_upstream is not None else "" if self._events is None
+                  else ",/events" if self._events_remote else ",/events(loopback)"))
 
     def stop(self) -> None:
         """Close the listener and every connection, wait for the loop thread; idempotent."""
@@ -384,7 +434,11 @@ class HttpServer:
         url = urlsplit(request.target)
         path = url.path
         try:
-            response = self._route(path, url.query, loopback)
+            if path == "/events" and self._events_upstream is not None:
+                status, ctype, body, headers = self._events_upstream(url.query, request.headers.get("accept", ""))
+                response = _Response(HTTPStatus(status), body, ctype, headers=headers)
+            else:
+                response = self._route(path, url.query, loopback)
         except Exception as e:   # a failing collector or callable: one line per distinct failure, not a traceback
             self._errors(path, "http handler failed path=%s error=%r", path, e)
             return _Response(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error\n")

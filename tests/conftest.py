@@ -71,3 +71,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _BEFORE = pytest.StashKey[set]()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_directory(tmp_path_factory: pytest.TempPathFactory):
+    """Host mode keeps its state under ``$STATE_DIRECTORY`` (``koordlet.config.state_directory``; systemd sets it
+    from the unit's StateDirectory=): point it at a temp dir for the whole session, so no agent the suite starts,
+    in-process or as a subprocess (which inherits it), writes into /var/lib/koordlet or ~/.local/state."""
+    saved = os.environ.get("STATE_DIRECTORY")
+    os.environ["STATE_DIRECTORY"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if saved is None:
+        os.environ.pop("STATE_DIRECTORY", None)
+    else:
+        os.environ["STATE_DIRECTORY"] = saved

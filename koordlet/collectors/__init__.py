@@ -7,7 +7,7 @@ to the metric cache. To add one: its module and one line below.
 
 from __future__ import annotations
 
-from koordlet.collectors import cpi, gpu, memory, psi, throttled, usage
+from koordlet.collectors import cpi, gpu, hami_vgpu, memory, psi, resctrl, throttled, usage
 from koordlet.component import Collector, Plugin
 
 COLLECTORS: tuple[Plugin[Collector], ...] = (
@@ -18,4 +18,6 @@ COLLECTORS: tuple[Plugin[Collector], ...] = (
     memory.COLD_PAGES,
     memory.PAGE_CACHE,
     psi.PLUGIN,
+    resctrl.PLUGIN,
+    hami_vgpu.PLUGIN,
 )

@@ -194,15 +194,31 @@ def _kubelet_driver(paths: HostPaths) -> tuple[Driver, str] | None:
                 config_file = value
         if config_file is None:
             return Driver.CGROUPFS, f"kubelet pid {pid} without --config uses cgroupfs"
-        if not os.path.isabs(config_file):
-            config_file = os.path.join(paths.proc(pid, "cwd"), config_file)
+        found = _config_driver(paths, pid, config_file)
+        if found:
+            return found
+    return None
+
+
+def _config_driver(paths: HostPaths, pid: str, config_file: str) -> tuple[Driver, str] | None:
+    """``cgroupDriver`` from the kubelet's config file, read through the kubelet's own root and working directory
+    (``/proc/<pid>/root``, ``/proc/<pid>/cwd``): wherever the file lives on the host (``/etc/kubernetes``,
+    ``/var/lib/kubelet``, k3s's ``/etc/rancher``), the DaemonSet needs no mount of it. The path as given is the
+    fallback, for a host-mode agent that may not look into another process's root."""
+    if os.path.isabs(config_file):
+        candidates = [paths.proc(pid, "root") + config_file, config_file]
+    else:
+        candidates = [os.path.join(paths.proc(pid, "cwd"), config_file)]
+    for candidate in candidates:
         try:
-            for line in read_bytes(config_file).decode("utf-8", "replace").splitlines():
-                key, _, value = line.strip().partition(":")
-                if key == "cgroupDriver" and value.strip().strip("'\"") in ("cgroupfs", "systemd"):
-                    return Driver(value.strip().strip("'\"")), f"kubelet config {config_file}"
+            text = read_bytes(candidate).decode("utf-8", "replace")
         except OSError:
-            pass
+            continue
+        for line in text.splitlines():
+            key, _, value = line.strip().partition(":")
+            if key == "cgroupDriver" and value.strip().strip("'\"") in ("cgroupfs", "systemd"):
+                return Driver(value.strip().strip("'\"")), f"kubelet config {config_file}"
+        return None
     return None
 
 

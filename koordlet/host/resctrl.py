@@ -261,6 +261,53 @@ def supported(paths: HostPaths, cgroups: Cgroups | None = None) -> tuple[bool, s
 
 
 # --------------------------------------------------------------------------------------------------
+# monitoring (CQM / MBM): mon_data of a group
+# --------------------------------------------------------------------------------------------------
+
+LLC_OCCUPANCY = "llc_occupancy"
+MBM_LOCAL, MBM_TOTAL = "mbm_local_bytes", "mbm_total_bytes"
+# upstream's resctrl collector needs allocation (cat_l3, mba: IsSupportResctrl) and all four monitoring flags
+# (IsSupportResctrlCollector), on an Intel or AMD CPU (IsVendorSupportResctrl)
+MONITOR_FLAGS = ("cat_l3", "mba", "cqm_llc", "cqm_occup_llc", "cqm_mbm_total", "cqm_mbm_local")
+
+
+def monitoring_supported(paths: HostPaths) -> tuple[bool, str]:
+    """Whether upstream's resctrl collector would run on this CPU (vendor and /proc/cpuinfo flags), and why not."""
+    vendor, flags = cpu_vendor_and_flags(paths)
+    if vendor not in (INTEL_VENDOR, "AuthenticAMD"):
+        return False, f"CPU vendor {vendor or 'unknown'!r} is neither Intel nor AMD"
+    missing = [f for f in MONITOR_FLAGS if f not in flags]
+    if missing:
+        return False, f"CPU lacks the flags {', '.join(missing)} (resctrl monitoring; typical of VMs)"
+    return True, f"{vendor}: L3 occupancy and memory bandwidth monitoring"
+
+
+def read_monitor(root: str, group: str, event: str) -> dict[int, int]:
+    """``{cache id: value}`` of one monitoring event of a group, over the L3 domains of its ``mon_data``
+    (``mon_L3_<id>``: two digits, more for ids above 99). The kernel prints ``%llu\n``; a domain it cannot read
+    prints ``Unavailable`` (no RMID value yet, or the event is off) or ``Error`` and is left out. OSError when the
+    group has no ``mon_data`` (no group, no monitoring), ValueError when a domain name or value is not the
+    kernel's."""
+    base = os.path.join(root, group, "mon_data")
+    out: dict[int, int] = {}
+    with os.scandir(base) as it:
+        domains = [e.name for e in it if e.name.startswith("mon_L3_")]
+    for name in domains:
+        try:
+            cache_id = int(name.split("_")[2], 10)
+        except (IndexError, ValueError):
+            raise ValueError(f"{base}/{name}: not a mon_L3_<cache id> domain") from None
+        raw = read_bytes(os.path.join(base, name, event)).strip()
+        if raw in (b"Unavailable", b"Error"):
+            continue
+        try:
+            out[cache_id] = int(raw, 10)
+        except ValueError:
+            raise ValueError(f"{base}/{name}/{event}: {raw[:40]!r} is not a number") from None
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
 # groups and tasks
 # --------------------------------------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ check samples on the append path (it runs ~600 times a second); this table is th
 exist and with which labels, so that a collector writes, and a reporter or predictor queries, what upstream's would,
 and a test (tests/unit/test_metriccache_kinds.py) holds the collectors to it.
 
-``resctrl_resource_llc`` and ``resctrl_resource_mb`` are declared with upstream's schemas for the resctrl
-monitoring collector (gate ``ResctrlCollector``); no collector of ours writes them yet. Upstream's own MB sample
-adds a ``resctrl_type`` property that its schema lacks, so its MB samples are never stored; the schema here is the
+``resctrl_resource_llc`` and ``resctrl_resource_mb`` are written with upstream's schemas by the resctrl
+monitoring collector (``collectors/resctrl.py``, gate ``ResctrlCollector``). Upstream's own MB sample adds a
+``resctrl_type`` property that its schema lacks, so its MB samples are never stored; the schema here is the
 declared one.
 """
 

@@ -29,6 +29,9 @@ Differences from upstream (the right thing, documented):
   burst at the container's base quota (a full period of burst at the limit), so the write succeeds.
 - An unknown ``policy`` in the annotation is rejected (node config used); upstream accepts any string and treats
   it as ``none``. A pod with an empty ``status.phase`` counts as active (upstream: inactive).
+- With gate CPUNormalization and a node cpu-normalization-ratio above 1, the base quota of a cpu-share pod's
+  container is the normalized one (``rules.resources.normalized_quota``, what the pod-resources strategy writes);
+  upstream resets it to limit · 100000 every cycle while its CPUNormalization reconciler divides it again.
 """
 
 from __future__ import annotations
@@ -47,6 +50,13 @@ from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
+from koordlet.rules.resources import (
+    ResourceStatus,
+    cpu_share_pod,
+    normalization_rule,
+    normalized_quota,
+    resource_status,
+)
 from koordlet.states import nodeslo
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import CPUBurstStrategy
@@ -242,8 +252,10 @@ class CPUBurst:
     name = "cpu-burst"
 
     def __init__(self, cache: MetricCache, collect_interval: float, metrics: AgentMetrics | None = None,
-                 rng: random.Random | None = None, reconcile_interval: float = 1.0) -> None:
+                 rng: random.Random | None = None, reconcile_interval: float = 1.0,
+                 normalization: bool = False) -> None:
         self._cache = cache
+        self._normalization = normalization       # gate CPUNormalization: bases follow the node's ratio
         self._collect_interval = collect_interval
         self._window = min(5 * reconcile_interval, SHARE_POOL_WINDOW_MAX)
         self._metrics = metrics
@@ -268,10 +280,12 @@ class CPUBurst:
         state = node_state(self.share_pool_usage(view, now), 50 if threshold is None else threshold)
         bad: list[str] = []
         seen: set[str] = set()
+        norm = normalization_rule(view.node.annotations)[0] if self._normalization else None
         for meta in view.pods:
             pod = meta.pod
             if pod.raw_qos_class in (wire.QOS_LSR, wire.QOS_LSE, wire.QOS_BE) or not pod_active(pod):
                 continue
+            ratio = _pod_ratio(pod, norm)
             try:
                 cfg = pod_burst_config(pod, node_cfg)
             except DecodeError as e:
@@ -279,8 +293,8 @@ class CPUBurst:
                 bad.append(pod.uid)
                 self._bad(pod.uid, "cpu burst annotation ignored pod=%s annotation=%s problem=%s; using the node "
                           "config", pod.key, e.key, e.problem)
-            self._apply_burst(meta, cfg, executor)
-            self._apply_quota_burst(meta, cfg, state, now, executor, seen)
+            self._apply_burst(meta, cfg, executor, ratio)
+            self._apply_quota_burst(meta, cfg, state, now, executor, seen, ratio)
         self._bad.keep_only(bad)
         for cid in [c for c in self._throttle if c not in seen]:
             del self._throttle[cid]
@@ -313,12 +327,12 @@ class CPUBurst:
 
     # --- cfs_burst_us ---------------------------------------------------------------------------------
 
-    def _apply_burst(self, meta: PodMeta, cfg: CPUBurstStrategy, executor: Executor) -> None:
+    def _apply_burst(self, meta: PodMeta, cfg: CPUBurstStrategy, executor: Executor, ratio: float = 1.0) -> None:
         pod = meta.pod
         pod_value = 0
         for container, rel in meta.containers:
             value = static_burst_us(container.resources.cpu_limit, cfg)
-            base = base_quota_us(container.resources.cpu_limit)
+            base = normalized_quota(container.resources.cpu_limit, ratio)
             if base > 0:
                 value = min(value, base)         # the kernel refuses burst > quota (EINVAL)
             result = executor.update([executor.cgroup(rel, "cpu.cfs_burst_us", value, _owner(meta, container),
@@ -333,10 +347,10 @@ class CPUBurst:
     # --- cfs quota burst ------------------------------------------------------------------------------
 
     def _apply_quota_burst(self, meta: PodMeta, cfg: CPUBurstStrategy, state: NodeState, now: float,
-                           executor: Executor, seen: set[str]) -> None:
+                           executor: Executor, seen: set[str], ratio: float = 1.0) -> None:
         cgroups = executor.cgroups
         for container, rel in meta.containers:
-            base = base_quota_us(container.resources.cpu_limit)
+            base = normalized_quota(container.resources.cpu_limit, ratio)
             if base <= 0:
                 continue
             try:
@@ -416,6 +430,17 @@ class CPUBurst:
         return True
 
 
+def _pod_ratio(pod: Pod, norm: float | None) -> float:
+    """The CPUNormalization ratio that applies to a pod's quotas: the node's for cpu-share pods, else 1."""
+    if norm is None or norm <= 1.0:
+        return 1.0
+    try:
+        status = resource_status(pod)
+    except DecodeError:
+        status = ResourceStatus()             # as the pod-resources strategy: treated as not pinned
+    return norm if cpu_share_pod(pod, status) else 1.0
+
+
 def _owner(meta: PodMeta, container: Container) -> str:
     return f"container {meta.pod.key}/{container.name}"
 
@@ -427,7 +452,8 @@ __all__ = ["BurstLimiter", "CPUBurst", "NodeState", "Operation", "adjust_for_nod
 
 def _build(ctx: Context) -> CPUBurst:
     return CPUBurst(ctx.cache, ctx.config.collect_res_used_interval, ctx.metrics,
-                    reconcile_interval=ctx.config.reconcile_interval_seconds)
+                    reconcile_interval=ctx.config.reconcile_interval_seconds,
+                    normalization=ctx.config.gate("CPUNormalization"))
 
 
 PLUGIN = Plugin("cpu-burst", _build, gates=("CPUBurst",), when=collecting, probe=host_probe(probes.cpu_burst))

@@ -1,12 +1,14 @@
-"""Evictions under CPU and memory pressure: BECPUEvict, CPUEvict, BEMemoryEvict, MemoryEvict.
+"""Evictions under CPU and memory pressure: BECPUEvict, CPUAllocatableEvict, CPUEvict, BEMemoryEvict,
+MemoryAllocatableEvict, MemoryEvict.
 
 Facts: reference/qos-enforcement.md §1.2 (eviction metadata) and §3f "CPU evict" / "Memory evict", read against
 upstream ``qosmanager/plugins/{cpuevict,memoryevict,util}``:
 
-- Every gate also needs ``resourceUsedThresholdWithBE.enable``. Memory runs BEMemoryEvict then MemoryEvict with a
-  4 s cool-down after an eviction (none at start); CPU runs BECPUEvict then CPUEvict with a 20 s cool-down that
-  also starts when the agent starts. Victims of all tasks of one cycle share one release account: a pod counted
-  for one task is not picked again, and a pod evicted earlier that is still there counts as pending release.
+- Every gate also needs ``resourceUsedThresholdWithBE.enable``. Memory runs BEMemoryEvict, MemoryAllocatableEvict
+  then MemoryEvict with a 4 s cool-down after an eviction (none at start); CPU runs BECPUEvict,
+  CPUAllocatableEvict then CPUEvict with a 20 s cool-down that also starts when the agent starts. Victims of all
+  tasks of one cycle share one release account: a pod counted for one task is not picked again, and a pod
+  evicted earlier that is still there counts as pending release.
 - BECPUEvict: BE satisfaction = BE real limit (or the node's batch-cpu allocatable with ``evictByAllocatable``) /
   BE request, over the time window (average) and on the newest sample; it evicts when BE usage is ≥ the usage
   threshold (90%) of the limit and satisfaction < lower%, releasing request·(upper% − satisfaction) of batch-cpu
@@ -14,6 +16,13 @@ upstream ``qosmanager/plugins/{cpuevict,memoryevict,util}``:
 - CPUEvict: node usage% (window average) ≥ threshold releases capacity·(usage% − lower%) of pod usage. Victims:
   active pods with priority ≤ ``evictEnabledPriorityThreshold`` and the ``koordinator.sh/eviction-enabled=true``
   label, by eviction-priority, priority, the ``koordinator.sh/priority`` label, then usage desc.
+- CPUAllocatableEvict / MemoryAllocatableEvict (``{cpu,memory}AllocatableEvict{Threshold,Lower}Percent`` and
+  ``allocatableEvictPriorityThreshold`` ≤ 7999, all required): the requests of the pods whose priority (with
+  default) is at most the threshold are summed per resource name (``kubernetes.io/batch-*`` for koord-batch pods,
+  ``mid-*`` for koord-mid, native for the rest; containers and sidecars) and compared with the node's allocatable
+  of that name; above threshold%, request − lower%·allocatable is released (all of it when the node has none of
+  that resource). Victims as CPUEvict's, with priority ≤ ``allocatableEvictPriorityThreshold`` and largest
+  request first; a victim releases its request of the resource it is over on.
 - BEMemoryEvict / MemoryEvict: node memory% (newest sample) ≥ threshold (70) releases capacity·(usage% − lower%),
   lower defaulting to threshold − 2. BE victims by priority, then usage desc (pods without a sample last, by name
   desc); MemoryEvict victims as CPUEvict's, by memory usage.
@@ -33,8 +42,15 @@ Beyond upstream (documented differences):
   the release and one pod goes per cool-down. We account real bytes, so as many pods go as the release needs.
 - A terminating pod (deletionTimestamp set) counts as already evicted, also for the BE victim lists.
 - Standalone capacities: the online CPUs, and Σ NUMA MemTotal.
-- Not implemented: CPUAllocatableEvict and MemoryAllocatableEvict (they need the mid-* requests, which the pod
-  model does not parse yet); enabling them logs that once.
+- Allocatable evictions: only the batch-*/mid-* resources are released. Upstream also sums native cpu/memory
+  (pods below the priority threshold whose class is prod, e.g. spec.priority 1000), but its victims release
+  nothing toward them, so a native overage makes upstream evict every candidate; here it is logged once and left.
+  Only pods of a class that is over are candidates (upstream evicts, say, a koord-batch pod for a mid-cpu
+  overage: it comes first by priority but releases nothing toward it). Pods that have finished (Succeeded/Failed)
+  are not summed (upstream sums every pod the kubelet lists). A node
+  whose allocatable is unknown (standalone, no Node object) is skipped instead of "has none of anything".
+- Every eviction is an event of the audit log at verbosity 0 (gate AuditEvents), as upstream's evictor writes it:
+  the pod, reason ``evicted``, message ``trigger by koordlet feature <Gate>, kill pod: <name>``.
 """
 
 from __future__ import annotations
@@ -50,6 +66,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from koordlet import decode, wire
+from koordlet.audit import V_EVICT
+from koordlet.audit import Event as AuditEvent
 from koordlet.component import Context, Plugin, collecting
 from koordlet.decode import DecodeError, decoder
 from koordlet.host.procfs import kill_cgroup_processes
@@ -73,9 +91,13 @@ log = logging.getLogger(__name__)
 
 BE_CPU_EVICT, CPU_EVICT, CPU_ALLOCATABLE_EVICT = "BECPUEvict", "CPUEvict", "CPUAllocatableEvict"
 BE_MEMORY_EVICT, MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
-CPU_GATES = (BE_CPU_EVICT, CPU_EVICT)              # upstream order (CPUAllocatableEvict sits between)
-MEMORY_GATES = (BE_MEMORY_EVICT, MEMORY_EVICT)
-NOT_IMPLEMENTED = (CPU_ALLOCATABLE_EVICT, MEMORY_ALLOCATABLE_EVICT)
+CPU_GATES = (BE_CPU_EVICT, CPU_ALLOCATABLE_EVICT, CPU_EVICT)              # upstream order
+MEMORY_GATES = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
+PRIORITY_MID_MAX = 7999                             # allocatableEvictPriorityThreshold: koord-prod never goes
+# the resources whose requests an allocatable eviction can release, and the class holding them (upstream's
+# ReverseResourceNameMap)
+RELEASABLE = {wire.BATCH_CPU: wire.PRIORITY_BATCH, wire.BATCH_MEMORY: wire.PRIORITY_BATCH,
+              wire.MID_CPU: wire.PRIORITY_MID, wire.MID_MEMORY: wire.PRIORITY_MID}
 
 EVICT_REASON_PREFIX = "trigger by koordlet feature "
 EVICTED = "evicted"
@@ -155,15 +177,15 @@ def is_active(pod: Pod) -> bool:
 
 
 def pod_request(pod: Pod, resource: str) -> tuple[str, int]:
-    """(resource name, request) as upstream's GetRequestTypeAndValueFromPod: batch-* for koord-batch pods,
-    native otherwise (cpu milli, memory bytes). koord-mid pods: mid-* requests are not parsed yet (0)."""
+    """(resource name, request) as upstream's GetRequestTypeAndValueFromPod: batch-* for koord-batch pods, mid-*
+    for koord-mid (Σ over containers and sidecars), native otherwise (the scheduler's pod request; cpu milli,
+    memory bytes)."""
     cls = pod.priority_class
-    if cls == wire.PRIORITY_BATCH:
-        if resource == RES_CPU:
-            return RES_BATCH_CPU, pod.batch_cpu_request_milli
-        return wire.BATCH_MEMORY, sum(c.resources.batch_memory_request for c in pod.containers)
-    if cls == wire.PRIORITY_MID:
-        return ("kubernetes.io/mid-cpu" if resource == RES_CPU else "kubernetes.io/mid-memory"), 0
+    if cls in (wire.PRIORITY_BATCH, wire.PRIORITY_MID):
+        batch = cls == wire.PRIORITY_BATCH
+        name = (wire.BATCH_CPU if batch else wire.MID_CPU) if resource == RES_CPU else \
+            (wire.BATCH_MEMORY if batch else wire.MID_MEMORY)
+        return name, pod.extended_requests.get(name, 0)
     return resource, pod.cpu_request_milli if resource == RES_CPU else pod.memory_request_bytes
 
 
@@ -245,11 +267,13 @@ def be_memory_victims(pods: Iterable[PodMeta], used_bytes: Mapping[str, int], ga
 
 
 def priority_victims(pods: Iterable[PodMeta], gate: str, priority_threshold: int, used: Mapping[str, int],
-                     resource: str, bad: LogOnce | None = None) -> list[PodEvictInfo]:
-    """Victims of CPUEvict (``resource`` "cpu", used in milli-cores) or MemoryEvict ("memory", bytes).
+                     resource: str, bad: LogOnce | None = None, by_request: bool = False) -> list[PodEvictInfo]:
+    """Victims of CPUEvict / CPUAllocatableEvict (``resource`` "cpu", used in milli-cores) or MemoryEvict /
+    MemoryAllocatableEvict ("memory", bytes).
 
     Kept: active pods the gate may evict, priority (with default) ≤ threshold, label eviction-enabled=true,
-    a usage sample. Order: eviction-priority, priority, label priority, usage descending.
+    a usage sample. Order: eviction-priority, priority, label priority, then usage descending (the allocatable
+    gates, ``by_request``: request descending).
     """
     infos = []
     for meta in pods:
@@ -275,6 +299,8 @@ def priority_victims(pods: Iterable[PodMeta], gate: str, priority_threshold: int
         else:
             infos.append(PodEvictInfo(meta, memory_used=used[pod.uid], memory_request=request, **common))
     def heaviest_first(info: PodEvictInfo) -> float:
+        if by_request:
+            return -info.milli_cpu_request if resource == RES_CPU else -info.memory_request
         return -info.milli_cpu_used if resource == RES_CPU else -info.memory_used
 
     return sorted(infos, key=lambda i: (i.eviction_priority, i.priority, i.label_priority, heaviest_first(i)))
@@ -325,6 +351,65 @@ def check_memory_config(t: ResourceThresholdStrategy, needs_priority: bool) -> s
     if needs_priority and t.evict_enabled_priority_threshold is None:
         return "evictEnabledPriorityThreshold not set"
     return None
+
+
+def check_allocatable_config(t: ResourceThresholdStrategy, resource: str) -> str | None:
+    """Upstream's isAllocatableThresholdConfigValid for ``resource`` "cpu" or "memory"."""
+    if resource == RES_CPU:
+        names = ("cpuAllocatableEvictThresholdPercent", "cpuAllocatableEvictLowerPercent")
+        threshold, lower = t.cpu_allocatable_evict_threshold_percent, t.cpu_allocatable_evict_lower_percent
+    else:
+        names = ("memoryAllocatableEvictThresholdPercent", "memoryAllocatableEvictLowerPercent")
+        threshold, lower = t.memory_allocatable_evict_threshold_percent, t.memory_allocatable_evict_lower_percent
+    if threshold is None:
+        return f"{names[0]} not set"
+    if threshold < 0:
+        return f"{names[0]} {threshold} < 0"
+    if lower is None:
+        return f"{names[1]} not set"
+    if lower >= threshold:
+        return f"{names[1]} {lower} must be below {names[0]} {threshold}"
+    if t.allocatable_evict_priority_threshold is None:
+        return "allocatableEvictPriorityThreshold not set"
+    if t.allocatable_evict_priority_threshold > PRIORITY_MID_MAX:
+        return (f"allocatableEvictPriorityThreshold {t.allocatable_evict_priority_threshold} above "
+                f"{PRIORITY_MID_MAX}: koord-prod pods must not be evicted")
+    return None
+
+
+def allocatable_value(name: str, raw: str) -> int:
+    """A node allocatable quantity in the unit requests are summed in: milli-cores for ``cpu`` (Go's
+    MilliValue), the integer value for the rest (Value(): batch-/mid-cpu are already milli-cores), rounded up."""
+    q = parse_quantity(raw)
+    return math.ceil(q * 1000) if name == RES_CPU else math.ceil(q)
+
+
+def allocatable_release(pods: Iterable[Pod], allocatable: Mapping[str, int], threshold_percent: int,
+                        lower_percent: int, priority_threshold: int, resource: str
+                        ) -> tuple[dict[str, int], dict[str, int]]:
+    """(releasable, not releasable) per resource name: requests summed over the pods with priority ≤
+    ``priority_threshold``; a name whose sum is above threshold% of the node's allocatable (or that the node has
+    none of) releases sum − lower%·allocatable. Only batch-*/mid-* can be released by eviction (:data:`RELEASABLE`);
+    a native overage is returned apart."""
+    requested: dict[str, int] = {}
+    for pod in pods:
+        if pod.phase in ("Succeeded", "Failed") or priority_value(pod) > priority_threshold:
+            continue
+        name, value = pod_request(pod, resource)
+        requested[name] = requested.get(name, 0) + max(value, 0)
+    release: dict[str, int] = {}
+    for name, rq in requested.items():
+        total = allocatable.get(name, 0)
+        if total <= 0:
+            amount = rq
+        elif rq / total > threshold_percent / 100:
+            amount = int(rq - lower_percent / 100 * total)
+        else:
+            continue
+        if amount > 0:
+            release[name] = amount
+    return ({n: a for n, a in release.items() if n in RELEASABLE},
+            {n: a for n, a in release.items() if n not in RELEASABLE})
 
 
 @dataclass(frozen=True)
@@ -517,8 +602,6 @@ class Evictor:
     def __post_init__(self) -> None:
         self._enabled = frozenset(self.gates)
         self._last_cpu = self.clock()          # upstream: the CPU cool-down also runs from start
-        for gate in sorted(self._enabled & set(NOT_IMPLEMENTED)):
-            log.warning("feature gate %s is enabled but not implemented by this agent; ignored", gate)
 
     # --- cycle ---------------------------------------------------------------------------------------
 
@@ -548,6 +631,11 @@ class Evictor:
         tasks = []
         for gate in MEMORY_GATES:
             if gate not in self._enabled:
+                continue
+            if gate == MEMORY_ALLOCATABLE_EVICT:
+                task = self._allocatable_task(gate, view, t, RES_MEMORY, wall)
+                if task is not None:
+                    tasks.append(task)
                 continue
             problem = check_memory_config(t, needs_priority=gate == MEMORY_EVICT)
             if problem:
@@ -590,6 +678,11 @@ class Evictor:
         for gate in CPU_GATES:
             if gate not in self._enabled:
                 continue
+            if gate == CPU_ALLOCATABLE_EVICT:
+                task = self._allocatable_task(gate, view, t, RES_CPU, wall)
+                if task is not None:
+                    tasks.append(task)
+                continue
             problem = check_be_cpu_config(t) if gate == BE_CPU_EVICT else check_cpu_config(t)
             if problem:
                 self._bad(f"config/{gate}", "%s skipped: invalid NodeSLO config: %s", gate, problem)
@@ -625,6 +718,59 @@ class Evictor:
                                        lambda i: {RES_CPU: i.milli_cpu_used}))
         if self._run(tasks, view, executor):
             self._last_cpu = now
+
+    def _allocatable_task(self, gate: str, view: NodeView, t: ResourceThresholdStrategy, resource: str,
+                          wall: float) -> EvictTask | None:
+        """CPUAllocatableEvict / MemoryAllocatableEvict: the requests of low-priority pods against the node's
+        allocatable (no usage threshold: the node is over-committed, not busy)."""
+        problem = check_allocatable_config(t, resource)
+        if problem:
+            self._bad(f"config/{gate}", "%s skipped: invalid NodeSLO config: %s", gate, problem)
+            return None
+        self._bad.forget(f"config/{gate}")
+        if not view.node.allocatable:
+            self._bad(f"allocatable/{gate}", "%s skipped: the node's allocatable is unknown (no Node object)", gate)
+            return None
+        allocatable: dict[str, int] = {}
+        for name, raw in view.node.allocatable.items():
+            try:
+                allocatable[name] = allocatable_value(name, raw)
+            except ValueError:
+                self._bad(f"quantity/{name}", "node allocatable %s=%r unreadable; treated as none", name, raw)
+        if resource == RES_CPU:
+            threshold = t.cpu_allocatable_evict_threshold_percent or 0
+            lower = t.cpu_allocatable_evict_lower_percent or 0
+        else:
+            threshold = t.memory_allocatable_evict_threshold_percent or 0
+            lower = t.memory_allocatable_evict_lower_percent or 0
+        priority_threshold = t.allocatable_evict_priority_threshold or 0
+        release, stuck = allocatable_release((m.pod for m in view.pods), allocatable, threshold, lower,
+                                             priority_threshold, resource)
+        if stuck:
+            self._bad(f"native/{gate}", "%s: requests of %s above their allocatable threshold cannot be released by "
+                      "evicting batch or mid pods; left alone", gate, sorted(stuck))
+        else:
+            self._bad.forget(f"native/{gate}")
+        if not release:
+            return None
+        classes = {RELEASABLE[name] for name in release}
+        used = self._pod_values("pod_cpu_usage" if resource == RES_CPU else "pod_memory_usage", view, wall,
+                                1000 if resource == RES_CPU else 1)
+        # only pods of a class that is over: upstream walks every candidate and evicts a lower-priority pod that
+        # releases nothing toward the overage before the pods that do
+        victims = [v for v in priority_victims(view.pods, gate, priority_threshold, used, resource, self._bad,
+                                               by_request=True) if v.pod.priority_class in classes]
+
+        def released_by(info: PodEvictInfo) -> Resources:
+            if info.pod.priority_class not in classes:
+                return {}
+            name, value = pod_request(info.pod, resource)
+            return {name: value}
+
+        log.debug("%s: requests over the allocatable threshold, releasing %s from %d candidates", gate, release,
+                  len(victims))
+        return EvictTask(gate, tuple(victims), {n: float(a) for n, a in release.items()}, TARGET_REQUEST,
+                         released_by)
 
     def _run(self, tasks: list[EvictTask], view: NodeView, executor: Executor) -> bool:
         if not tasks:
@@ -711,6 +857,7 @@ class Evictor:
         message = f"{task.reason}, kill pod: {pod.name}"
         detail = f"evict Pod:{pod.namespace}/{pod.name}, reason: {EVICTED}, message: {message}"
         if self.api is not None:
+            self._audit(executor, pod, message)
             return self._evict_by_api(info, task, message, detail)
         if not self.kill_standalone:
             log.warning("would evict pod=%s uid=%s reason=%r (standalone, kill_standalone off)", pod.key, pod.uid,
@@ -718,6 +865,7 @@ class Evictor:
             self._count(task.gate, "would_evict")
             self._evicted[pod.uid] = _Remembered(self.clock())
             return True
+        self._audit(executor, pod, message)
         cgroup_dir = executor.cgroups.listing_dir(info.meta.cgroup_dir)
         try:
             signalled, problems = kill_cgroup_processes(cgroup_dir)
@@ -733,6 +881,13 @@ class Evictor:
         self._count(task.gate, "killed", pod)
         self._evicted[pod.uid] = _Remembered(self.clock())
         return True
+
+    @staticmethod
+    def _audit(executor: Executor, pod: Pod, message: str) -> None:
+        """Upstream's evictor logs every eviction it attempts to the audit log at verbosity 0."""
+        if executor.audit_log is not None:
+            executor.audit_log.log(V_EVICT, AuditEvent(time.time(), "pod", pod.namespace, pod.name,
+                                                       reason=EVICTED, message=message))
 
     def _evict_by_api(self, info: PodEvictInfo, task: EvictTask, message: str, detail: str) -> bool:
         from koordlet.kubeapi import ApiError

@@ -1,5 +1,15 @@
 """Pod and container cgroup resources from the rules: cpuset (CPUSetAllocator), cfs quota unset for cpuset pods,
-and batch resources for BE pods (BatchResource). Host applications of class LS get the share pools.
+batch resources for BE pods (BatchResource), and the normalized cfs quota of cpu-share pods (CPUNormalization).
+Host applications of class LS get the share pools.
+
+CPUNormalization (upstream ``runtimehooks/hooks/cpunormalization``, reconciler only: upstream's NRI and proxy
+paths carry no resources for it): while the node has a valid ``node.koordinator.sh/cpu-normalization-ratio``
+(koord-manager writes it from the CPU model), the pod and container cfs quota of LS pods, and of pods without a
+class that are not pinned, is the kubelet's quota divided by the ratio (rounded up) when the ratio is above 1, and
+the kubelet's quota otherwise; a container or pod without a cpu limit is left alone. Differences: when the
+annotation goes away the kubelet's quotas are written back once (upstream leaves the divided ones in place until
+the containers restart); the pod-level quota is set only where the kubelet sets one (every container limited:
+upstream sums the limits it finds, so a pod with an unlimited container gets a quota).
 
 Facts: reference/qos-enforcement.md §3f "Other hooks", §3g. The values come from :mod:`koordlet.rules.resources`,
 the same functions the NRI hooks use. Pod dirs are written before their containers where the kernel checks the
@@ -15,8 +25,10 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from koordlet import wire
 from koordlet.component import Context, Plugin
 from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
@@ -24,14 +36,19 @@ from koordlet.logutil import LogOnce
 from koordlet.rules.resources import (
     REASON_BATCH,
     REASON_CPUSET,
+    REASON_NORMALIZATION,
     ResourceStatus,
     Settings,
     SettingsRule,
     batch_quota_enabled,
     cgroup_updates,
     container_settings,
+    cpu_share_pod,
     host_app_cpuset,
     normalization_ratio,
+    normalization_rule,
+    normalized_pod_quota,
+    normalized_quota,
     pod_settings,
     resource_status,
 )
@@ -46,8 +63,10 @@ log = logging.getLogger(__name__)
 class PodResources:
     name = "pod-resources"
 
-    def __init__(self, cpuset: bool = True, batch: bool = True, metrics: AgentMetrics | None = None) -> None:
-        self.cpuset, self.batch = cpuset, batch
+    def __init__(self, cpuset: bool = True, batch: bool = True, metrics: AgentMetrics | None = None,
+                 normalization: bool = False) -> None:
+        self.cpuset, self.batch, self.normalization = cpuset, batch, normalization
+        self._normalized = False                # quotas divided by a ratio > 1 are in place (restore when it goes)
         self._metrics = metrics
         self._undecodable: set[str] = set()     # pods whose resource-status annotation did not decode
         self._bad = LogOnce(log)
@@ -58,6 +77,7 @@ class PodResources:
         ratio, problem = normalization_ratio(view.node.annotations)
         if problem:
             self._bad("ratio", "%s; using 1.0", problem)
+        norm = self._normalization_ratio(view)
         pods: list[Update | None] = []
         containers: list[Update | None] = []
         live = set()
@@ -66,13 +86,15 @@ class PodResources:
                 continue
             live.add(meta.cgroup_dir)
             started = time.perf_counter()
-            pod_s, per_container = self.desired(meta, view, quota_on, ratio)
+            pod_s, per_container = self.desired(meta, view, quota_on, ratio, norm)
             cpuset = per_container[0][1].cpuset if per_container else None
             sandboxes = self._sandbox_dirs(meta, executor) if cpuset is not None else ()
             owner = pod_owner(meta)
-            pod_updates = cgroup_updates(executor, meta.cgroup_dir, pod_s, owner, REASON_BATCH)
+            # the audit reason of the quota writes: upstream's hook name for the pods CPUNormalization scales
+            reason = REASON_NORMALIZATION if norm is not None and self._cpu_share_class(meta) else REASON_BATCH
+            pod_updates = cgroup_updates(executor, meta.cgroup_dir, pod_s, owner, reason)
             container_updates = [u for rel, s in per_container for u in cgroup_updates(executor, rel, s, owner,
-                                                                                        REASON_BATCH)]
+                                                                                        reason)]
             sandbox_updates = [u for rel in sandboxes
                                for u in cgroup_updates(executor, rel, Settings(cpuset=cpuset), owner, REASON_BATCH)]
             pods += pod_updates
@@ -96,9 +118,33 @@ class PodResources:
         for level, updates in by_level.items():
             self._metrics.hook_reconciled(level, (u.label for u in updates if u is not None), ok, seconds)
 
-    def desired(self, meta: PodMeta, view: NodeView, quota_on: bool = True,
-                ratio: float = 1.0) -> tuple[Settings, list[tuple[str, Settings]]]:
-        """Pod settings and (container dir, settings) for its started containers (pure: no kernel reads)."""
+    def _normalization_ratio(self, view: NodeView) -> float | None:
+        """The CPUNormalization ratio of this cycle: None when the gate is off or the node has none; 1.0 for one
+        cycle after a ratio above 1 went away (the kubelet's quotas are written back)."""
+        if not self.normalization:
+            return None
+        ratio, problem = normalization_rule(view.node.annotations)
+        if problem:
+            self._bad("norm", "cpu normalization off: %s", problem)
+        if ratio is None:
+            if self._normalized:
+                self._normalized = False
+                log.info("cpu normalization ratio gone: the kubelet's cfs quotas of cpu-share pods are restored")
+                return 1.0
+            return None
+        if not self._normalized and ratio > 1.0:
+            log.info("cpu normalization ratio=%s: cfs quotas of cpu-share pods divided by it", ratio)
+        self._normalized = ratio > 1.0
+        return ratio
+
+    @staticmethod
+    def _cpu_share_class(meta: PodMeta) -> bool:
+        return meta.pod.raw_qos_class in (wire.QOS_LS, wire.QOS_NONE)
+
+    def desired(self, meta: PodMeta, view: NodeView, quota_on: bool = True, ratio: float = 1.0,
+                norm: float | None = None) -> tuple[Settings, list[tuple[str, Settings]]]:
+        """Pod settings and (container dir, settings) for its started containers (pure: no kernel reads);
+        ``norm``: the CPUNormalization ratio (None: off)."""
         pod = meta.pod
         try:
             status = resource_status(pod)
@@ -110,7 +156,15 @@ class PodResources:
             status = ResourceStatus()
         rule = SettingsRule(self.cpuset, self.batch, quota_on, ratio)
         pod_s = pod_settings(rule, pod, tuple(c for c, _ in meta.containers), status)
-        return pod_s, [(rel, container_settings(rule, pod, c, status, view)) for c, rel in meta.containers]
+        per_container = [(rel, container_settings(rule, pod, c, status, view)) for c, rel in meta.containers]
+        if norm is not None and cpu_share_pod(pod, status):
+            pod_quota = normalized_pod_quota(pod, norm)
+            if pod_s.cfs_quota is None and pod_quota is not None:
+                pod_s = replace(pod_s, cfs_quota=pod_quota)
+            per_container = [(rel, replace(s, cfs_quota=normalized_quota(c.resources.cpu_limit, norm))
+                              if s.cfs_quota is None and c.known and c.resources.cpu_limit > 0 else s)
+                             for (rel, s), (c, _) in zip(per_container, meta.containers, strict=True)]
+        return pod_s, per_container
 
     def _sandbox_dirs(self, meta: PodMeta, executor: Executor) -> tuple[str, ...]:
         """The pause container's dir: the child of the pod dir that no started container owns. The pod dir is
@@ -126,7 +180,7 @@ class PodResources:
 
 def _build(ctx: Context) -> PodResources:
     return PodResources(cpuset=ctx.config.gate("CPUSetAllocator"), batch=ctx.config.gate("BatchResource"),
-                        metrics=ctx.metrics)
+                        metrics=ctx.metrics, normalization=ctx.config.gate("CPUNormalization"))
 
 
-PLUGIN = Plugin("pod-resources", _build, gates=("CPUSetAllocator", "BatchResource"))
+PLUGIN = Plugin("pod-resources", _build, gates=("CPUSetAllocator", "BatchResource", "CPUNormalization"))

@@ -55,9 +55,12 @@ class Reconciler:
         self.executor.prune(meta.cgroup_dir for meta in view.pods)
         self.cycles += 1
 
-    def run(self, stop: threading.Event, view: Callable[[], NodeView | None]) -> None:
+    def run(self, stop: threading.Event, view: Callable[[], NodeView | None],
+            on_cycle: Callable[[], None] = lambda: None) -> None:
         """Every interval until stop, or sooner when nudged; ``view`` returns None while the agent cannot decide
-        yet (no pods synced). Whoever sets ``stop`` calls :meth:`nudge` so the wait ends at once."""
+        yet (no pods synced). Whoever sets ``stop`` calls :meth:`nudge` so the wait ends at once. ``on_cycle``
+        after each cycle, decided or skipped: the agent's progress stamp (a cycle that never returns is a stuck
+        loop, see :func:`koordlet.component.assess`)."""
         names = ",".join(s.name for s in self.strategies)
         log.info("qos reconciler starting interval=%.1fs strategies=%s", self.interval, names)
         next_tick = time.monotonic()
@@ -68,6 +71,7 @@ class Reconciler:
                     self.run_once(snapshot)
             except Exception as e:     # building the view failed (bad topology read...): try next cycle
                 self._bad("view", "qos cycle skipped error=%s", e)
+            on_cycle()
             next_tick += self.interval
             delay = next_tick - time.monotonic()
             if delay < 0:

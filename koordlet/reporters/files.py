@@ -60,6 +60,7 @@ class FilesReport:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._bad = LogOnce(log, logging.ERROR)
+        self._written = False      # the first write is logged (where the files are), the others are not
 
     def interval(self) -> float:
         return nodemetric.collect_policy(self._ctx, self._bad).report_interval
@@ -68,8 +69,14 @@ class FilesReport:
         return True
 
     def send(self, stop: threading.Event) -> str:
+        names = []
         for name, obj in report_objects(self._ctx, self._bad).items():
             write_yaml_atomic(self._ctx.config.report_dir, name, obj)
+            names.append(name)
+        if not self._written:
+            self._written = True
+            log.info("first reports written dir=%s files=%s; rewritten every %.0fs",
+                     os.path.abspath(self._ctx.config.report_dir), ",".join(names), self.interval())
         return "written"
 
 

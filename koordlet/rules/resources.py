@@ -131,6 +131,42 @@ def normalization_ratio(annotations: Mapping[str, str]) -> tuple[float, str | No
     return ratio, None
 
 
+def normalization_rule(annotations: Mapping[str, str]) -> tuple[float | None, str | None]:
+    """The ratio the CPUNormalization gate applies to cpu-share pods: None when the node has no valid
+    ``node.koordinator.sh/cpu-normalization-ratio`` (upstream's rule is off then), and why when it is malformed."""
+    if not annotations.get(wire.ANNOTATION_CPU_NORMALIZATION_RATIO):
+        return None, None
+    ratio, problem = normalization_ratio(annotations)
+    return (None, problem) if problem else (ratio, None)
+
+
+def cpu_share_pod(pod: Pod, status: ResourceStatus) -> bool:
+    """The pods CPUNormalization scales (upstream's isPodCPUShare / PodQOSFilter): raw class LS, or no class and
+    no CPUs pinned by the scheduler."""
+    qos = pod.raw_qos_class
+    if qos == wire.QOS_NONE:
+        return not status.cpuset
+    return qos == wire.QOS_LS
+
+
+def normalized_quota(cpu_limit_milli: int, ratio: float) -> int:
+    """The cfs quota of a cpu limit on a node whose CPUs are ``ratio`` times the reference CPU: the kubelet's
+    quota (MilliCPUToQuota) divided by the ratio, rounded up, when the ratio is above 1; -1 without a limit."""
+    return _quota(cpu_limit_milli, ratio)
+
+
+def normalized_pod_quota(pod: Pod, ratio: float) -> int | None:
+    """The pod-level quota under CPUNormalization: the kubelet's pod quota (Σ of the containers' limits, set only
+    when every container has one) divided by the ratio; None when the pod has no quota or its containers cannot
+    be told (unnamed dirs, sidecars whose limits the pod model does not carry)."""
+    containers = pod.containers
+    if not containers or any(not c.known or c.resources.cpu_limit <= 0 for c in containers):
+        return None
+    if any(s.sidecar for s in pod.spec_containers):
+        return None
+    return normalized_quota(sum(c.resources.cpu_limit for c in containers), ratio)
+
+
 def batch_container(pod: Pod, container: Container, quota_enabled: bool = True, ratio: float = 1.0) -> Settings:
     """BE pods run on batch-* resources: shares from the request, quota and memory limit from the limits.
     A container nobody has named is left alone: its resources are unknown, not zero."""
@@ -210,6 +246,7 @@ def pod_settings(rule: SettingsRule, pod: Pod, containers: tuple[Container, ...]
 
 
 REASON_CPUSET, REASON_BATCH = "cpuset", "batch-resource"
+REASON_NORMALIZATION = "CPUNormalization"          # upstream's hook name, the reason of its writes
 
 
 def cgroup_updates(executor: Executor, rel: str, s: Settings, owner: str, reason: str) -> list[Update | None]:

@@ -87,6 +87,9 @@ class Pod:
     pod_ip: str = ""                      # status.podIP (net QoS classifies egress by source address)
     host_network: bool = False            # spec.hostNetwork
     spec_containers: tuple[SpecContainer, ...] = ()   # sidecars then regular containers, started or not
+    # Σ batch-*/mid-* requests of the containers and sidecars (upstream's GetRequestTypeAndValueFromPod): cpu in
+    # milli-cores, memory in bytes; keyed by the resource name (wire.BATCH_CPU, ...), absent when 0
+    extended_requests: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -159,6 +162,21 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
         total += parse_quantity((spec.get("overhead") or {}).get(name, 0))
         out.append(math.ceil(total * 1000) if name == "cpu" else math.ceil(total))
     return out[0], out[1]
+
+
+def extended_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Σ of the batch-* and mid-* requests (a request defaults to its limit) over the containers and the sidecars
+    (restartable init containers run alongside them), as upstream's eviction accounting sums them."""
+    containers = list(spec.get("containers") or [])
+    containers += [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    out: dict[str, int] = {}
+    for c in containers:
+        r = container_resources(c)
+        for name, value in ((wire.BATCH_CPU, r.batch_cpu_request), (wire.BATCH_MEMORY, r.batch_memory_request),
+                            (wire.MID_CPU, r.mid_cpu_request), (wire.MID_MEMORY, r.mid_memory_request)):
+            if value > 0:
+                out[name] = out.get(name, 0) + value
+    return out
 
 
 def _extended(section: Mapping[str, Any], name: str, deprecated: str = "") -> int:
@@ -301,7 +319,8 @@ def pod_from_k8s(obj: Any) -> Pod:
                    created=_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
                    terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
                    pod_ip=str(status.get("podIP") or ""), host_network=bool(spec.get("hostNetwork")),
-                   spec_containers=spec_containers(spec))
+                   spec_containers=spec_containers(spec),
+                   extended_requests=MappingProxyType(extended_requests(spec)))
     except (ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: {e}") from None
     except RecursionError:             # str()/repr() of a value nested ~1,000 levels (json.loads still gives those)

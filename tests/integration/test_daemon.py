@@ -138,7 +138,10 @@ def test_systemd_notify_ready(tmp_path):
                                  "--cgroup-root-dir", host.paths.cgroup_root, "--proc-root-dir", "/proc/"],
                                 env=env, stderr=subprocess.DEVNULL, cwd=tmp_path)
         try:
-            assert sock.recv(64) == b"READY=1"
+            first = sock.recv(4096).decode()
+            assert first.startswith("STATUS=starting")            # STATUS= while it builds (issue 21)
+            ready = sock.recv(4096).decode().splitlines()
+            assert ready[0] == "READY=1" and ready[1].startswith("STATUS=")
         finally:
             proc.terminate()
             proc.wait(5)

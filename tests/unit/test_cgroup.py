@@ -115,6 +115,27 @@ def test_driver_from_kubelet_cmdline_and_config(tmp_path):
     assert detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)[0] is Driver.SYSTEMD
 
 
+def test_kubelet_config_is_read_through_the_kubelets_root(tmp_path):
+    """The DaemonSet mounts no /etc/kubernetes: an absolute --config is read under /proc/<pid>/root (the
+    kubelet's root, the host's), before the path as the agent sees it."""
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
+    host.remove("kubepods")
+    proc = host.paths.proc_root
+    os.makedirs(f"{proc}/4242/root/etc/rancher/k3s")
+    Path(f"{proc}/4242/comm").write_text("kubelet\n")
+    Path(f"{proc}/4242/root/etc/rancher/k3s/kubelet.yaml").write_text("cgroupDriver: cgroupfs\n")
+    Path(f"{proc}/4242/cmdline").write_bytes(b"/usr/bin/kubelet\0--config=/etc/rancher/k3s/kubelet.yaml\0")
+    driver, why = detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)
+    assert (driver, why) == (Driver.CGROUPFS, "kubelet config /etc/rancher/k3s/kubelet.yaml")
+    # the kubelet's root wins over a file at the same path in the agent's own filesystem
+    own = tmp_path / "own.yaml"
+    own.write_text("cgroupDriver: systemd\n")
+    Path(f"{proc}/4242/cmdline").write_bytes(f"/usr/bin/kubelet\0--config\0{own}\0".encode())
+    os.makedirs(f"{proc}/4242/root{tmp_path}")
+    Path(f"{proc}/4242/root{own}").write_text("cgroupDriver: cgroupfs\n")
+    assert detect_driver(host.paths.cgroup_root, CgroupVersion.V1, host.paths)[0] is Driver.CGROUPFS
+
+
 @pytest.mark.parametrize("version", list(CgroupVersion))
 def test_usage_readers(tmp_path, version):
     host = FakeHost(str(tmp_path), version, Driver.SYSTEMD)

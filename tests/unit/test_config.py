@@ -1,7 +1,16 @@
 import pytest
 
 from koordlet.cli import main
-from koordlet.config import ConfigError, build, parse_duration, parse_gates, resolve_gates
+from koordlet.config import (
+    OPTIONS,
+    ConfigError,
+    build,
+    parse_duration,
+    parse_gates,
+    parse_path,
+    resolve_gates,
+    state_directory,
+)
 
 
 def test_precedence_defaults_file_env_flags(tmp_path):
@@ -54,11 +63,12 @@ def test_node_name_required_outside_standalone():
     assert build(environ={}, flags={"standalone": True}, hostname=lambda: "h1").node_name == "h1"
 
 
-def test_standalone_profile_defaults_and_override():
+def test_standalone_profile_defaults_and_override(monkeypatch, tmp_path):
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
     cfg = build(environ={}, flags={"standalone": True}, hostname=lambda: "h")
     assert cfg.pod_source == "standalone"
     assert cfg.addr == ("127.0.0.1", 9316)
-    assert cfg.tsdb_path == "./var/metric-data"
+    assert cfg.tsdb_path == str(tmp_path / "state" / "metric-data")
     cfg = build(environ={"KOORDLET_ADDR": ":9999"}, flags={"standalone": True}, hostname=lambda: "h")
     assert cfg.addr == ("", 9999)
 
@@ -98,3 +108,35 @@ def test_cli_version(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert "koordlet-py 0.1.0" in capsys.readouterr().out
+
+
+# --- where state goes: never the working directory (issue 21) ------------------------------------------------------
+
+
+def test_state_directory_is_the_units_then_var_lib_then_the_users_and_never_relative():
+    assert state_directory({"STATE_DIRECTORY": "/var/lib/koordlet:/var/lib/other"}) == "/var/lib/koordlet"
+    assert state_directory({}, euid=0) == "/var/lib/koordlet"
+    assert state_directory({"XDG_STATE_HOME": "/home/u/.state"}, euid=1000) == "/home/u/.state/koordlet"
+    assert state_directory({"HOME": "/home/u"}, euid=1000) == "/home/u/.local/state/koordlet"
+    assert state_directory({"HOME": "/home/u", "XDG_STATE_HOME": "rel"}, euid=1000) == \
+        "/home/u/.local/state/koordlet"                 # a relative XDG_STATE_HOME is invalid (XDG spec)
+
+
+@pytest.mark.parametrize("standalone", [False, True])
+def test_host_mode_keeps_its_state_under_the_state_directory(monkeypatch, tmp_path, standalone):
+    """The unit's StateDirectory (systemd's $STATE_DIRECTORY) holds the cache, the checkpoints and, standalone,
+    the reports; a relative path never comes from a default, whatever the working directory."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("STATE_DIRECTORY", str(state))
+    monkeypatch.chdir(tmp_path)
+    cfg = build(environ={"NODE_NAME": "n", "agent_mode": "hostMode"}, flags={"standalone": standalone})
+    assert cfg.tsdb_path == str(state / "metric-data")
+    assert cfg.prediction_checkpoint_filepath == str(state / "prediction-checkpoints")
+    assert cfg.report_dir == (str(state / "reports") if standalone else "")
+    assert cfg.sources["tsdb-path"] == "state directory"
+    defaults = [getattr(cfg, o.attr) for o in OPTIONS if o.parse is parse_path]
+    assert all(v == "" or v.startswith("/") for v in defaults), defaults
+    # an option set by any layer wins; the DaemonSet keeps upstream's in-container paths
+    assert build(environ={"NODE_NAME": "n"}, flags={"agent-mode": "host", "tsdb-path": "/srv/c"}).tsdb_path == "/srv/c"
+    ds = build(environ={"NODE_NAME": "n", "KOORDLET_AGENT_MODE": "daemonset"})
+    assert (ds.tsdb_path, ds.prediction_checkpoint_filepath) == ("/metric-data/", "/prediction-checkpoints")

@@ -30,11 +30,15 @@ from koordlet import wire
 from koordlet.cli import _parser
 from koordlet.config import DEFAULT_GATES, OPTIONS_BY_NAME, Config, ConfigError, build, flag_values
 from koordlet.host.paths import HostPaths
+from koordlet.metrics import AgentMetrics
 from koordlet.server import HttpServer
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-OURS = ("koordlet.yaml", "hami-core-distribute.yaml", "multus-podresources.yaml", "rbac.yaml")
+OURS = ("koordlet.yaml", "koordlet-gpu.yaml", "hami-core-distribute.yaml", "multus-podresources.yaml", "rbac.yaml",
+        "rbac-kubelet-proxy.yaml")
+AGENTS = (("koordlet", "koordlet.yaml"), ("koordlet-gpu", "koordlet-gpu.yaml"))   # the two agent DaemonSets
+GPU_LABEL = "nvidia.com/gpu.present"       # which of the two a node runs
 MULTUS_SOCKET_DIR_OPTION = "pod-resources-proxy-path"     # the agent option the Multus patch must agree with
 
 
@@ -122,6 +126,17 @@ def agent_config(ds: dict[str, Any], *extra: str) -> Config:
 @pytest.fixture(scope="module")
 def agent() -> dict[str, Any]:
     return daemonset("koordlet", "koordlet.yaml")
+
+
+@pytest.fixture(scope="module")
+def gpu_agent() -> dict[str, Any]:
+    return daemonset("koordlet-gpu", "koordlet-gpu.yaml")
+
+
+@pytest.fixture(scope="module", params=[name for name, _ in AGENTS])
+def any_agent(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Each agent DaemonSet in turn: what holds for the agent holds for both."""
+    return daemonset(request.param, dict(AGENTS)[request.param])
 
 
 @pytest.fixture(scope="module")
@@ -214,19 +229,21 @@ def test_every_manifest_parses(name):
             assert d.get("apiVersion") and d["metadata"].get("name"), (name, d.get("kind"))
 
 
-def test_agent_runs_the_console_script_with_flags_the_agent_knows(agent):
-    ctr = container(agent, "koordlet")
+def test_agent_runs_the_console_script_with_flags_the_agent_knows(any_agent):
+    ctr = container(any_agent, "koordlet")
     with open(REPO / "pyproject.toml", "rb") as f:
         scripts = tomllib.load(f)["project"]["scripts"]
     assert scripts[ctr["command"][0]] == "koordlet.cli:main"
-    config = agent_config(agent)                   # ConfigError on an unknown flag, gate or bad value
+    config = agent_config(any_agent)               # ConfigError on an unknown flag, gate or bad value
     assert config.agent_mode == "daemonset" and config.node_name == "node-1"
     explicit = {g for g, on in config.feature_gates.items() if on}
     assert explicit <= set(DEFAULT_GATES)
     # a gate passed on the command line is one the default leaves off; these are what the other manifests need
     assert not [g for g in explicit if DEFAULT_GATES[g]]
-    for gate in ("GPUEnvInject", "PodResourcesProxy", "Accelerators", "RDMADevices", "RDMADeviceInject"):
+    for gate in ("PodResourcesProxy", "Accelerators", "RDMADevices", "RDMADeviceInject"):
         assert config.gate(gate), gate
+    # GPU injection only where there are GPUs (and HAMi-core's paths are mounted)
+    assert config.gate("GPUEnvInject") is (any_agent["metadata"]["name"] == "koordlet-gpu")
 
 
 def test_the_flag_check_can_fail(agent):
@@ -244,11 +261,11 @@ def test_the_flag_check_can_fail(agent):
         agent_config(broken)
 
 
-def test_agent_mounts_every_host_root(agent):
-    assert root_problems(agent) == []
-    config = agent_config(agent)
-    assert pod_spec(agent)["hostNetwork"] is True, f"kubelet-address {config.kubelet_address} is the node's"
-    assert container(agent, "koordlet")["securityContext"]["privileged"] is True
+def test_agent_mounts_every_host_root(any_agent):
+    assert root_problems(any_agent) == []
+    config = agent_config(any_agent)
+    assert pod_spec(any_agent)["hostNetwork"] is True, f"kubelet-address {config.kubelet_address} is the node's"
+    assert container(any_agent, "koordlet")["securityContext"]["privileged"] is True
 
 
 def test_the_root_check_can_fail(agent):
@@ -270,7 +287,8 @@ def test_the_root_check_can_fail(agent):
     assert any(p.startswith("terway_qos_dir") for p in root_problems(broken))
 
 
-def test_hami_core_paths_agree(agent, hami):
+def test_hami_core_paths_agree(gpu_agent, hami):
+    agent = gpu_agent
     assert hami_problems(agent, hami) == []
     layout = HostLayout(libvgpu=agent_config(agent).hami_core_library_directory_path)
     # the agent checks libvgpu.so and the lock dir, and creates the cache dirs the runtime then bind-mounts
@@ -278,7 +296,8 @@ def test_hami_core_paths_agree(agent, hami):
     assert pod_spec(hami)["nodeSelector"] == {wire.LABEL_GPU_VENDOR: wire.GPU_VENDOR_NVIDIA}
 
 
-def test_the_hami_check_can_fail(agent, hami):
+def test_the_hami_check_can_fail(gpu_agent, hami):
+    agent = gpu_agent
     broken = copy.deepcopy(hami)
     (vol,) = [v for v in pod_spec(broken)["volumes"] if v["name"] == "hami-vgpu"]
     vol["hostPath"]["path"] = "/usl/local/vgpu"            # the typo in Koordinator's published example
@@ -290,6 +309,141 @@ def test_the_hami_check_can_fail(agent, hami):
     ctr = container(broken, "koordlet")
     ctr["volumeMounts"] = [m for m in ctr["volumeMounts"] if m["name"] != "hami-vgpulock"]
     assert same_path_problems(broken, [HostLayout().lock_dir]) != []
+
+
+def node_selected(ds: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a DaemonSet's pod lands on a node with these labels: its nodeSelector and the required node affinity
+    (the operators the two agent DaemonSets use)."""
+    spec = pod_spec(ds)
+    if any(labels.get(k) != v for k, v in spec.get("nodeSelector", {}).items()):
+        return False
+    required = spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    ops = {"In": lambda k, vs: labels.get(k) in vs, "NotIn": lambda k, vs: labels.get(k) not in vs,
+           "Exists": lambda k, vs: k in labels, "DoesNotExist": lambda k, vs: k not in labels}
+    return any(all(ops[e["operator"]](e["key"], e.get("values", [])) for e in term["matchExpressions"])
+               for term in required["nodeSelectorTerms"])
+
+
+@pytest.mark.parametrize("labels", [{}, {GPU_LABEL: "true"}, {GPU_LABEL: "false"}, {"other": "x"}])
+def test_every_node_runs_exactly_one_agent(agent, gpu_agent, labels):
+    running = [ds["metadata"]["name"] for ds in (agent, gpu_agent) if node_selected(ds, labels)]
+    assert running == ["koordlet-gpu" if labels.get(GPU_LABEL) == "true" else "koordlet"]
+    # two DaemonSets with overlapping selectors would fight over each other's pods
+    selectors = [ds["spec"]["selector"]["matchLabels"] for ds in (agent, gpu_agent)]
+    for ds, other in ((agent, selectors[1]), (gpu_agent, selectors[0])):
+        pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+        assert not all(pod_labels.get(k) == v for k, v in other.items())
+
+
+def _without(obj: dict[str, Any], *paths: str) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    for path in paths:
+        *parents, last = path.split(".")
+        node = out
+        for key in parents:
+            node = node[key]
+        node.pop(last, None)
+    return out
+
+
+def test_gpu_variant_differs_only_in_what_gpus_need(agent, gpu_agent):
+    """koordlet-gpu.yaml is koordlet.yaml plus the NVIDIA runtime class, GPU injection, NVML's environment and
+    HAMi-core's two paths; anything else that differs is drift."""
+    gpu_ctr, ctr = container(gpu_agent, "koordlet"), container(agent, "koordlet")
+    assert pod_spec(gpu_agent)["runtimeClassName"] == "nvidia" and "runtimeClassName" not in pod_spec(agent)
+    assert env(gpu_ctr) == {**env(ctr), "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    gates = agent_config(gpu_agent).feature_gates
+    assert dict(gates) == {**agent_config(agent).feature_gates, "GPUEnvInject": True}
+    hami = {"hami-vgpu", "hami-vgpulock"}
+    assert {m["name"] for m in gpu_ctr["volumeMounts"]} == {m["name"] for m in ctr["volumeMounts"]} | hami
+    assert {v["name"] for v in pod_spec(gpu_agent)["volumes"]} == {v["name"] for v in pod_spec(agent)["volumes"]} | hami
+    a, g = copy.deepcopy(agent), copy.deepcopy(gpu_agent)
+    for ds in (a, g):
+        c = container(ds, "koordlet")
+        c["env"] = [e for e in c["env"] if not e["name"].startswith("NVIDIA_")]
+        c["args"] = [x for x in c["args"] if not x.startswith("--feature-gates=")]
+        c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] not in hami]
+        pod_spec(ds)["volumes"] = [v for v in pod_spec(ds)["volumes"] if v["name"] not in hami]
+    names = ("metadata.name", "metadata.labels.koord-app", "spec.selector.matchLabels.koord-app",
+             "spec.template.metadata.labels.koord-app", "spec.template.spec.runtimeClassName",
+             "spec.template.spec.nodeSelector", "spec.template.spec.affinity")
+    assert _without(g, *names) == _without(a, *names)
+
+
+# hostPath types that make the kubelet create what is missing
+CREATING = ("DirectoryOrCreate", "FileOrCreate", "")
+
+
+def created_on_nodes(ds: dict[str, Any]) -> set[str]:
+    return {posixpath.normpath(v["hostPath"]["path"]) for v in pod_spec(ds)["volumes"]
+            if "hostPath" in v and v["hostPath"].get("type", "") in CREATING}
+
+
+def test_no_host_directory_is_created_but_the_agents_own(any_agent):
+    """Every hostPath the kubelet would create on a node that lacks it is the agent's own state (metric cache,
+    checkpoints, the PodResources proxy's socket dir) or, on GPU nodes only, HAMi-core's two paths."""
+    config = agent_config(any_agent)
+    ms = mounts(any_agent, container(any_agent, "koordlet"))
+    own = {host_side(ms, config.tsdb_path), host_side(ms, config.prediction_checkpoint_filepath),
+           posixpath.normpath(config.pod_resources_proxy_path)}
+    if any_agent["metadata"]["name"] == "koordlet-gpu":
+        layout = HostLayout(libvgpu=config.hami_core_library_directory_path)
+        own |= {posixpath.dirname(layout.libvgpu), posixpath.normpath(layout.lock_dir)}
+    assert created_on_nodes(any_agent) <= own
+    assert not created_on_nodes(any_agent) & {"/etc/kubernetes", "/usr/local/vgpu", "/tmp/vgpulock",
+                                             "/etc/localtime"} - own
+
+
+def test_kubelet_root_dir_is_configurable(agent):
+    """A kubelet with --root-dir=/data/kubelet: the arg, the volume's path and its mountPath change together and
+    the agent finds everything; the arg alone (or the volume alone) is caught."""
+    def moved(arg: bool, volume: bool) -> dict[str, Any]:
+        ds = copy.deepcopy(agent)
+        ctr = container(ds, "koordlet")
+        if arg:
+            ctr["args"] = [x if not x.startswith("--var-lib-kubelet-dir=") else "--var-lib-kubelet-dir=/data/kubelet/"
+                           for x in ctr["args"]]
+        if volume:
+            (vol,) = [v for v in pod_spec(ds)["volumes"] if v["name"] == "host-kubelet"]
+            vol["hostPath"]["path"] = "/data/kubelet/"
+            (mount,) = [m for m in ctr["volumeMounts"] if m["name"] == "host-kubelet"]
+            mount["mountPath"] = "/data/kubelet"
+        return ds
+
+    assert any(x.startswith("--var-lib-kubelet-dir=") for x in container(agent, "koordlet")["args"])
+    both = moved(arg=True, volume=True)
+    assert agent_config(both).var_lib_kubelet_dir == "/data/kubelet/"
+    assert HostPaths.from_config(agent_config(both)).var_lib_kubelet == "/data/kubelet/"
+    assert root_problems(both) == []
+    assert any(p.startswith("var_lib_kubelet") for p in root_problems(moved(arg=True, volume=False)))
+    assert any(p.startswith("var_lib_kubelet") for p in root_problems(moved(arg=False, volume=True)))
+
+
+def test_service_selects_both_agents_and_their_metrics_port(agent, gpu_agent):
+    (svc,) = [d for d in docs("koordlet.yaml") if d.get("kind") == "Service"]
+    assert svc["metadata"]["namespace"] == agent["metadata"]["namespace"]
+    assert svc["spec"]["clusterIP"] == "None"              # endpoints are the pods (node IPs, hostNetwork)
+    (port,) = svc["spec"]["ports"]
+    for ds in (agent, gpu_agent):
+        pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+        assert all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items()), ds["metadata"]["name"]
+        ctr = container(ds, "koordlet")
+        (target,) = [p for p in ctr["ports"] if p["name"] == port["targetPort"]]
+        assert target["containerPort"] == agent_config(ds).addr[1] == port["port"]
+
+
+def test_service_monitor_scrapes_the_service():
+    (svc,) = [d for d in docs("koordlet.yaml") if d.get("kind") == "Service"]
+    (mon,) = [d for d in docs("monitoring/servicemonitor.yaml") if d.get("kind") == "ServiceMonitor"]
+    assert mon["apiVersion"] == "monitoring.coreos.com/v1"
+    spec = mon["spec"]
+    assert all(svc["metadata"]["labels"].get(k) == v for k, v in spec["selector"]["matchLabels"].items())
+    assert svc["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"]
+    (endpoint,) = spec["endpoints"]
+    assert endpoint["port"] in [p["name"] for p in svc["spec"]["ports"]]
+    assert endpoint["path"] in AgentMetrics("node-1").pages()            # the pages the agent serves
 
 
 class Script:
@@ -375,9 +529,9 @@ def multus_problems(agent_ds: dict[str, Any], patch: dict[str, Any]) -> list[str
     return problems
 
 
-def test_pod_resources_dir_is_shared_with_multus(agent, multus_patch):
+def test_pod_resources_dir_is_shared_with_multus(any_agent, multus_patch):
     assert MULTUS_SOCKET_DIR_OPTION in OPTIONS_BY_NAME
-    assert multus_problems(agent, multus_patch) == []
+    assert multus_problems(any_agent, multus_patch) == []
 
 
 def test_the_multus_check_can_fail(agent, multus_patch):
@@ -400,10 +554,10 @@ def test_network_attachment_uses_the_proxy_resource_name():
     assert (config["name"] and config.get("plugins")) or config.get("type")
 
 
-def test_service_account_matches_rbac(agent, hami):
+def test_service_account_matches_rbac(any_agent, hami):
     (sa,) = [d for d in docs("rbac.yaml") if d["kind"] == "ServiceAccount"]
-    assert pod_spec(agent)["serviceAccountName"] == sa["metadata"]["name"]
-    assert agent["metadata"]["namespace"] == sa["metadata"]["namespace"]
+    assert pod_spec(any_agent)["serviceAccountName"] == sa["metadata"]["name"]
+    assert any_agent["metadata"]["namespace"] == sa["metadata"]["namespace"]
     assert hami["metadata"]["namespace"] == sa["metadata"]["namespace"]
 
 
@@ -422,9 +576,9 @@ def get(port: int, path: str) -> int:
         return e.code
 
 
-def test_probes_hit_the_agents_routes(agent):
-    config = agent_config(agent)
-    ctr = container(agent, "koordlet")
+def test_probes_hit_the_agents_routes(any_agent):
+    config = agent_config(any_agent)
+    ctr = container(any_agent, "koordlet")
     host, port = config.addr
     assert host in ("", "0.0.0.0", "::"), "with hostNetwork the kubelet probes the node IP, not loopback"
     probes = {k: ctr[k] for k in ("startupProbe", "livenessProbe", "readinessProbe") if k in ctr}
@@ -448,3 +602,99 @@ def test_probes_hit_the_agents_routes(agent):
         assert get(served, paths["readinessProbe"]) == 200
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# RBAC: exactly the calls the agent makes
+# --------------------------------------------------------------------------------------------------
+
+# The kubelet's authorization of its own HTTPS API (pkg/kubelet/server/auth.go): these paths map to a fine-grained
+# subresource of nodes (Kubernetes >= 1.33 with KubeletFineGrainedAuthz, GA in 1.36) and fall back to nodes/proxy
+# when that is denied (and on older kubelets); any other path is nodes/proxy directly.
+KUBELET_FINE_GRAINED = {"/pods": "pods", "/runningpods": "pods", "/healthz": "healthz", "/configz": "configz"}
+KUBELET_NO_FALLBACK = {"/stats": "stats", "/metrics": "metrics", "/logs": "log", "/spec": "spec",
+                       "/checkpoint": "checkpoint"}
+_HTTP_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class Access(NamedTuple):
+    """What an RBAC authorizer is asked: ``resource`` carries the subresource as RBAC rules spell it
+    (``pods/eviction``)."""
+
+    verb: str
+    group: str
+    resource: str
+
+
+def api_access(method: str, path: str, query: dict[str, list[str]]) -> Access:
+    """The RBAC attributes of one API server request, as the apiserver's RequestInfoFactory derives them."""
+    parts = [p for p in path.split("/") if p]
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        assert parts[0] == "apis", path
+        group, rest = parts[1], parts[3:]
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    resource = "/".join([rest[0], *rest[2:3]])
+    named = len(rest) > 1
+    verb = _HTTP_VERBS[method]
+    if method == "GET" and not named:
+        verb = "watch" if query.get("watch", ["false"])[0] in ("true", "1") else "list"
+    elif method == "DELETE" and not named:
+        verb = "deletecollection"
+    return Access(verb, group, resource)
+
+
+def kubelet_access(method: str, path: str, fine_grained: bool) -> Access:
+    """The attributes the kubelet asks the API server about for one request to :10250 (SubjectAccessReview)."""
+    clean = "/" + path.split("?")[0].strip("/")
+    prefix = "/" + clean.split("/")[1]
+    sub = KUBELET_NO_FALLBACK.get(prefix) or (KUBELET_FINE_GRAINED.get(prefix) if fine_grained else None) or "proxy"
+    return Access(_HTTP_VERBS[method], "", f"nodes/{sub}")
+
+
+def cluster_role(file: str) -> list[dict[str, Any]]:
+    (role,) = [d for d in docs(file) if d["kind"] == "ClusterRole"]
+    return list(role["rules"])
+
+
+def granted(rules: list[dict[str, Any]]) -> set[Access]:
+    """Every (verb, group, resource) the rules allow; a wildcard would make this meaningless, so it is refused."""
+    out = set()
+    for rule in rules:
+        assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"wildcard in {rule}"
+        out |= {Access(v, g, r) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+def test_rbac_bindings_name_the_agents_service_account(agent):
+    sa = (pod_spec(agent)["serviceAccountName"], agent["metadata"]["namespace"])
+    for file in ("rbac.yaml", "rbac-kubelet-proxy.yaml"):
+        (role,) = [d for d in docs(file) if d["kind"] == "ClusterRole"]
+        (binding,) = [d for d in docs(file) if d["kind"] == "ClusterRoleBinding"]
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": role["metadata"]["name"]}, file
+        assert [(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]] == [("ServiceAccount", *sa)]
+    # the wide kubelet verb lives only in the file for old clusters, alone
+    assert not [a for a in granted(cluster_role("rbac.yaml")) if a.resource == "nodes/proxy"]
+    assert granted(cluster_role("rbac-kubelet-proxy.yaml")) == {Access("get", "", "nodes/proxy")}
+
+
+def test_request_attributes_are_the_apiservers():
+    assert api_access("GET", "/api/v1/nodes", {"fieldSelector": ["metadata.name=n"]}) == Access("list", "", "nodes")
+    assert api_access("GET", "/api/v1/nodes", {"watch": ["true"]}) == Access("watch", "", "nodes")
+    assert api_access("GET", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics/n", {}) == \
+        Access("get", "slo.koordinator.sh", "nodemetrics")
+    assert api_access("PUT", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics/n/status", {}) == \
+        Access("update", "slo.koordinator.sh", "nodemetrics/status")
+    assert api_access("POST", "/api/v1/namespaces/default/pods/web/eviction", {}) == \
+        Access("create", "", "pods/eviction")
+    assert api_access("POST", "/api/v1/namespaces/default/events", {}) == Access("create", "", "events")
+    assert kubelet_access("GET", "/pods/", True) == Access("get", "", "nodes/pods")
+    assert kubelet_access("GET", "/pods/", False) == Access("get", "", "nodes/proxy")
+    assert kubelet_access("GET", "/configz", True) == Access("get", "", "nodes/configz")
+    assert kubelet_access("POST", "/exec/ns/pod/c", True) == Access("create", "", "nodes/proxy")
+    assert kubelet_access("GET", "/stats/summary", False) == Access("get", "", "nodes/stats")

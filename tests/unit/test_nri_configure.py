@@ -20,6 +20,7 @@ from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
 from nri_plugin.runtimeconfig import VALID_EVENTS, ConfigError, parse_event_mask, subscription
 from nri_plugin.transport.ttrpc import Code, TTRPCError
 from proto.nri import api_pb2 as api
+from tests.budget import cpu_budget
 from tests.fakehost import FakeHost
 from tests.waits import wait_for
 
@@ -137,7 +138,8 @@ _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 def _subscribe(config: str) -> None:
     try:
-        mask = subscription(config, EVENTS, HANDLED)
+        with cpu_budget("NRI Configure subscription"):
+            mask = subscription(config, EVENTS, HANDLED)
     except ConfigError:
         return
     assert mask and not mask & ~HANDLED          # never an event without a handler
