@@ -215,6 +215,9 @@ def announce_run(agent: Agent) -> None:
     """The start-up lines a person running the agent by hand needs: that it changes this host (root, standalone:
     `make run`) and how to stop that, and where its state and reports go and when the first report appears."""
     config = agent.config
+    problem = no_cluster(config)
+    if problem:             # the daemon keeps trying (a token mounted late), but says what is likely wrong
+        log.warning("%s; %s", problem, _STANDALONE_HINT)
     if agent.reconciler is not None and config.standalone:
         log.warning("enforcing QoS on this host: as root the agent writes the cgroup, sysctl and resctrl settings "
                     "of the pods it finds every %s%s; --reconcile-interval-seconds=0 turns that off (make run "

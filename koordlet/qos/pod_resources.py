@@ -40,6 +40,7 @@ from koordlet.rules.resources import (
     ResourceStatus,
     Settings,
     SettingsRule,
+    batch_members,
     batch_quota_enabled,
     cgroup_updates,
     container_settings,
@@ -155,7 +156,9 @@ class PodResources:
             self._bad(pod.uid, "pod %s: annotation %s; treated as not pinned", pod.key, e)
             status = ResourceStatus()
         rule = SettingsRule(self.cpuset, self.batch, quota_on, ratio)
-        pod_s = pod_settings(rule, pod, tuple(c for c, _ in meta.containers), status)
+        members = batch_members(pod, tuple(c for c, _ in meta.containers))
+        pod_rule = rule if members is not None else replace(rule, batch=False)
+        pod_s = pod_settings(pod_rule, pod, members or (), status)
         per_container = [(rel, container_settings(rule, pod, c, status, view)) for c, rel in meta.containers]
         if norm is not None and cpu_share_pod(pod, status):
             pod_quota = normalized_pod_quota(pod, norm)

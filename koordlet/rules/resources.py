@@ -18,7 +18,7 @@ from koordlet import decode, wire
 from koordlet.decode import decoder
 from koordlet.executor import Executor, Update
 from koordlet.host.cgroup import KubeQOS
-from koordlet.states.pod import Container, Pod
+from koordlet.states.pod import Container, Pod, extended_resource_spec
 from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
@@ -191,6 +191,23 @@ def app_containers(pod: Pod, containers: tuple[Container, ...]) -> tuple[Contain
         return known
     regular = {s.name for s in pod.spec_containers if not s.sidecar}
     return known if regular and regular <= {c.name for c in known} else None
+
+
+def batch_members(pod: Pod, started: tuple[Container, ...]) -> tuple[Container, ...] | None:
+    """The containers a pod's batch sums run over: its started application containers and, for the ones not
+    started yet, the extended-resource-spec annotation's entries. That is what the RunPodSandbox hook sums, so a
+    pod whose containers are not up yet keeps the values the hook gave it instead of flapping to "unlimited" and
+    back. None when the members cannot be told, or nothing at all is known of them (then: leave the pod alone)."""
+    apps = app_containers(pod, started)
+    if apps is None:
+        return None
+    try:
+        declared = extended_resource_spec(pod.annotations)
+    except decode.DecodeError:       # logged by whoever reads it for the containers; the spec alone counts here
+        declared = {}
+    names = {c.name for c in apps}
+    members = apps + tuple(Container(name, "", "", res) for name, res in declared.items() if name not in names)
+    return members or None
 
 
 def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool = True,

@@ -142,9 +142,6 @@ def kernel(node: Node, rel: str) -> tuple[str, str, str]:
             c.read("memory", rel, "memory.limit_in_bytes"))
 
 
-UNLIMITED = str((1 << 63) - 4096)      # memory.limit_in_bytes of "no limit" on 4 KiB pages
-
-
 def proc_field(pid: int, key: str) -> str:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -261,7 +258,7 @@ def test_oom_score_adj_from_the_pod_annotation_reaches_the_process(node, agent, 
     def score() -> str:
         with open(f"/proc/{pid}/oom_score_adj") as f:
             return f.read().strip()
-    agent.wait(lambda: score() == "500", 10, f"/proc/{pid}/oom_score_adj to be 500 (it is {score()}; the spec has "
+    agent.wait(lambda: score() == "500", WAIT, f"/proc/{pid}/oom_score_adj to be 500 (it is {score()}; the spec has "
                f"{spec_of(node, cid)['process'].get('oomScoreAdj')})")
 
 

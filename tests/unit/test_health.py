@@ -212,9 +212,8 @@ def messages(sock: socket.socket) -> list[str]:
 def test_the_notifier_speaks_systemds_protocol(receiver):
     sock, path = receiver
     clock = Clock()
-    n = Notifier.from_environ({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"})
-    n._clock = clock
-    assert n.watchdog_interval == 1.0
+    assert Notifier.from_environ({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"}).watchdog_interval == 1.0
+    n = Notifier(path, 1.0, clock=clock)
     n.status("starting")
     n.status("starting")                                 # unchanged: not sent again
     n.ready("running:\nfine")                            # a newline would start a new assignment
