@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint fuzz venv bench soak proto clean install uninstall
+.PHONY: run test test-min lint fuzz venv bench soak proto clean install uninstall
 
 # The venv is done when its stamp exists, and the stamp is written last: a first run interrupted anywhere (Ctrl-C in
 # ensurepip or in pip) leaves no stamp, so the next `make run` / `make test` installs again; a venv whose pip does not
@@ -44,6 +44,27 @@ run: venv
 test: venv
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup tests
 
+# The dependency floors: the project installed with the oldest release of each runtime dependency that pyproject.toml
+# allows (.ci/constraints-min.txt), in a venv of its own made once (again when either file changes), and the unit tests
+# run on it, with the real-kernel tc test: the one test that drives pyroute2 against the kernel (root; skips
+# otherwise). CI runs it after `make test`.
+VENV_MIN  ?= .venv-min
+STAMP_MIN := $(VENV_MIN)/.koordlet-installed
+
+$(STAMP_MIN): pyproject.toml .ci/constraints-min.txt
+	@set -e; \
+	if ! "$(VENV_MIN)/bin/python" -m pip --version >/dev/null 2>&1; then \
+		if [ -e "$(VENV_MIN)" ] && [ ! -f "$(VENV_MIN)/pyvenv.cfg" ]; then \
+			echo "make: $(VENV_MIN) exists and is not a venv; move it away or pass VENV_MIN=..." >&2; exit 1; fi; \
+		rm -rf "$(VENV_MIN)"; $(PYTHON) -m venv "$(VENV_MIN)"; \
+	fi; \
+	echo "make: installing koordlet-py at its dependency floors (.ci/constraints-min.txt) into $(VENV_MIN)"; \
+	"$(VENV_MIN)/bin/python" -m pip install --quiet -c .ci/constraints-min.txt -e '.[test]'; \
+	touch "$@"
+
+test-min: $(STAMP_MIN)
+	$(VENV_MIN)/bin/python -m pytest -q -n auto tests/unit tests/integration/test_net_qos_real.py
+
 # Static checks (README "Lint"): ruff's rule set, mypy over the packages, the import layers; settings in pyproject.toml.
 # All three run; the target fails if any of them does.
 lint: venv
@@ -79,13 +100,13 @@ fuzz: venv
 soak: venv
 	$(BIN)/python -m pytest -q -s -p no:xdist -m soak tests/soak
 
-# Regenerate proto/*_pb2*.py and their .pyi stubs from the .proto sources (grpcio-tools and mypy-protobuf from the
-# test extra).
+# Regenerate koordlet/_proto/*/*_pb2*.py and their .pyi stubs from the .proto sources in proto/ (grpcio-tools and
+# mypy-protobuf from the test extra).
 proto: venv
 	$(BIN)/python proto/generate.py
 
 clean:
-	rm -rf $(VENV) var build *.egg-info .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) $(VENV_MIN) var build *.egg-info .mypy_cache .ruff_cache .import_linter_cache
 
 # --- bare host (README "Bare host under systemd") -----------------------------------------------------------------
 # `make install` (root): the agent in a venv of its own under PREFIX (never pip into the system's Python: PEP 668),

@@ -21,8 +21,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import psutil
-
 from doubles.realcgroup import IDLE, RealCgroupTree, v1_available
 from koordlet.collectors.usage import UsageCollection
 from koordlet.component import Tick
@@ -75,6 +73,15 @@ def read_floor(files: list[str]) -> None:
         os.close(fd)
 
 
+def _cpu_and_rss(pid: int) -> tuple[float, float]:
+    """(user + system CPU seconds, RSS in MiB) of a live process, from /proc/<pid>/stat (proc(5): utime and stime
+    are fields 14 and 15 in clock ticks, rss field 24 in pages; counted after the ")" that ends the command name)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float,
                    extra: list[str]) -> tuple[float, float, float]:
     """(millicores, rss MiB at end, rss MiB after warmup) of the real daemon on this tree."""
@@ -84,13 +91,12 @@ def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float,
                                  "--addr", "127.0.0.1:19316", "--tsdb-path", cache, "--log-level", "warning",
                                  *extra], env=dict(os.environ, STATE_DIRECTORY=cache))  # reports, checkpoints
         try:
-            p = psutil.Process(proc.pid)
             time.sleep(warmup)
-            rss_warm = p.memory_info().rss / 2**20
-            t0, c0 = time.monotonic(), sum(p.cpu_times()[:2])
+            c0, rss_warm = _cpu_and_rss(proc.pid)
+            t0 = time.monotonic()
             time.sleep(seconds)
-            t1, c1 = time.monotonic(), sum(p.cpu_times()[:2])
-            rss_end = p.memory_info().rss / 2**20
+            t1 = time.monotonic()
+            c1, rss_end = _cpu_and_rss(proc.pid)
         finally:
             proc.terminate()
             proc.wait(10)

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._nri import POOLS, STATUS, be_spec, container, sandbox, slo
 from doubles.nriruntime import FakeRuntime
-from proto.nri import api_pb2 as api
+from koordlet._proto.nri import api_pb2 as api
 
 
 def pods(n: int) -> list[api.PodSandbox]:

@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import grpc
 
-from proto.podresources import api_pb2 as pb
-from proto.podresources import api_pb2_grpc as pb_grpc
+from koordlet._proto.podresources import api_pb2 as pb
+from koordlet._proto.podresources import api_pb2_grpc as pb_grpc
 
 
 def pod_objects(n: int) -> list[dict]:

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import grpc
 
-from proto.cri import api_pb2 as cri
-from proto.cri import api_pb2_grpc as cri_grpc
+from koordlet._proto.cri import api_pb2 as cri
+from koordlet._proto.cri import api_pb2_grpc as cri_grpc
 
 MILLI_CPU_TO_CPU = 1000
 MIN_SHARES, SHARES_PER_CPU = 2, 1024

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import grpc
 
-from proto.podresources import api_pb2 as pb
-from proto.podresources import api_pb2_grpc as pb_grpc
+from koordlet._proto.podresources import api_pb2 as pb
+from koordlet._proto.podresources import api_pb2_grpc as pb_grpc
 
 MAX_RECV = 16 * 2**20
 

@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from proto.nri import api_pb2 as api
-from proto.ttrpc import ttrpc_pb2
+from koordlet._proto.nri import api_pb2 as api
+from koordlet._proto.ttrpc import ttrpc_pb2
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,10 @@ image: a manifest, its config and one gzip layer. Two images serve the real-runt
 
 Archives are byte-for-byte reproducible from the same inputs (fixed mtimes, owners and gzip header), so an image
 re-imported into a runtime that already has it is the same image.
+
+Whole root filesystems (``make image``, image/build.py: a Debian root with the agent in a venv) do not fit in memory
+as :class:`File` maps: :func:`write_layer` streams a directory into a gzip layer file, hashing as it goes, and
+:func:`write_archive` writes the archive around layers on disk and an image config.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import IO, Literal, cast
 
 PAUSE_C = r"""
 #include <signal.h>
@@ -121,25 +126,132 @@ def archive(image: Image) -> bytes:
                          "Env": list(image.env), "WorkingDir": "/"},
               "rootfs": {"type": "layers", "diff_ids": [diff_id]},
               "history": [{"created_by": "koordlet-py doubles/ociimage.py"}]}
-    config_desc = {"mediaType": MEDIA_CONFIG, **_blob(blobs, _json(config))}
-    manifest = {"schemaVersion": 2, "mediaType": MEDIA_MANIFEST, "config": config_desc, "layers": [layer]}
-    manifest_desc = {"mediaType": MEDIA_MANIFEST, **_blob(blobs, _json(manifest)),
-                     "annotations": {"io.containerd.image.name": image.ref,
-                                     "org.opencontainers.image.ref.name": image.ref.rpartition(":")[2]},
-                     "platform": {"architecture": _arch(), "os": "linux"}}
-    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-             "manifests": [manifest_desc]}
+    index = _index(blobs, image.ref, _json(config), [layer])
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar_out:
-        def put(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar_out.addfile(info, io.BytesIO(data))
-        put("oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
-        put("index.json", _json(index))
+        _put(tar_out, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
+        _put(tar_out, "index.json", _json(index))
         for digest in sorted(blobs):
-            put("blobs/sha256/" + digest.removeprefix("sha256:"), blobs[digest])
+            _put(tar_out, "blobs/sha256/" + digest.removeprefix("sha256:"), blobs[digest])
     return out.getvalue()
+
+
+def _index(blobs: dict[str, bytes], ref: str, config: bytes, layers: list[dict[str, object]]) -> dict[str, object]:
+    """The image index naming ``ref``; the config and manifest go into ``blobs``."""
+    config_desc = {"mediaType": MEDIA_CONFIG, **_blob(blobs, config)}
+    manifest = {"schemaVersion": 2, "mediaType": MEDIA_MANIFEST, "config": config_desc, "layers": layers}
+    manifest_desc = {"mediaType": MEDIA_MANIFEST, **_blob(blobs, _json(manifest)),
+                     "annotations": {"io.containerd.image.name": ref,
+                                     "org.opencontainers.image.ref.name": ref.rpartition(":")[2]},
+                     "platform": {"architecture": _arch(), "os": "linux"}}
+    return {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [manifest_desc]}
+
+
+def _put(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), 0o644, 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+# ---- whole root filesystems, streamed through files ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Layer:
+    """A gzip layer blob on disk: ``digest`` and ``size`` of the gzip file, ``diff_id`` of the tar inside."""
+    path: str
+    digest: str
+    size: int
+    diff_id: str
+    tar_size: int
+
+
+class _Hashing:
+    """A write-only stream that hashes and counts what passes through to ``sink``."""
+
+    def __init__(self, sink: IO[bytes]) -> None:
+        self.sink = sink
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.sink.write(data)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def digest(self) -> str:
+        return "sha256:" + self.sha.hexdigest()
+
+
+def write_layer(root: str, path: str, empty: Iterable[str] = ("dev", "proc", "sys", "tmp"),
+                compresslevel: int = 6) -> Layer:
+    """The directory ``root`` as a gzip layer at ``path``: every file with its owner (numeric ids, no names), mode,
+    mtime (kept: Python's .pyc files are checked against their source's mtime), hard and symbolic links; the
+    directories in ``empty`` go in without their contents (the runtime mounts over them). Sorted, so the same tree
+    gives the same tar. Sockets and FIFOs are left out."""
+    skip = {e.strip("/") for e in empty}
+    with open(path, "wb") as raw:
+        gz_sink = _Hashing(raw)
+        with gzip.GzipFile(filename="", mode="wb", fileobj=cast(IO[bytes], gz_sink), mtime=0,
+                           compresslevel=compresslevel) as gz:
+            tar_sink = _Hashing(cast(IO[bytes], gz))
+            with tarfile.open(fileobj=cast(IO[bytes], tar_sink), mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                for full, name in _walk(root, skip):
+                    info = tar.gettarinfo(full, arcname=name)
+                    if info is None:                                 # a socket: nothing to carry
+                        continue
+                    info.uname = info.gname = ""
+                    if info.isreg():
+                        with open(full, "rb") as f:
+                            tar.addfile(info, f)
+                    else:
+                        tar.addfile(info)
+    return Layer(path, gz_sink.digest(), gz_sink.size, tar_sink.digest(), tar_sink.size)
+
+
+def _walk(root: str, skip: set[str]) -> Iterable[tuple[str, str]]:
+    """(path, name in the layer) for everything under ``root``, parents first, names sorted."""
+    def visit(rel: str) -> Iterable[tuple[str, str]]:
+        full = os.path.join(root, rel)
+        for name in sorted(os.listdir(full)):
+            child = f"{rel}/{name}" if rel else name
+            path = os.path.join(root, child)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                continue
+            yield path, child
+            if stat.S_ISDIR(mode) and child not in skip:
+                yield from visit(child)
+    yield from visit("")
+
+
+def write_archive(path: str, ref: str, layers: Sequence[Layer], config: Mapping[str, object], created: str = "",
+                  history: Sequence[Mapping[str, object]] = ()) -> int:
+    """The OCI archive at ``path`` of an image named ``ref``: ``layers`` (files from :func:`write_layer`, bottom
+    first), ``config`` (the image config's ``config`` part: Entrypoint, Env, Labels, ...), its ``created`` time and
+    ``history`` (one entry per layer). Returns the archive's size."""
+    blobs: dict[str, bytes] = {}
+    image_config: dict[str, object] = {
+        "architecture": _arch(), "os": "linux", "config": dict(config),
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+        "history": [dict(h) for h in history] or [{"created_by": "koordlet-py doubles/ociimage.py"} for _ in layers]}
+    if created:
+        image_config["created"] = created
+    index = _index(blobs, ref, _json(image_config),
+                   [{"mediaType": MEDIA_LAYER, "digest": layer.digest, "size": layer.size} for layer in layers])
+    with tarfile.open(path, mode="w", format=tarfile.PAX_FORMAT) as tar_out:
+        _put(tar_out, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
+        _put(tar_out, "index.json", _json(index))
+        for digest in sorted(blobs):
+            _put(tar_out, "blobs/sha256/" + digest.removeprefix("sha256:"), blobs[digest])
+        for layer in layers:
+            info = tarfile.TarInfo("blobs/sha256/" + layer.digest.removeprefix("sha256:"))
+            info.size, info.mode, info.mtime = layer.size, 0o644, 0
+            with open(layer.path, "rb") as f:
+                tar_out.addfile(info, f)
+    return os.path.getsize(path)
 
 
 def _json(value: object) -> bytes:

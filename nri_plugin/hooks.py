@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from hami_bridge.inject import HostLayout, plan, prepare
 from koordlet import wire
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.decode import DecodeError
 from koordlet.executor import Update
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
@@ -55,7 +56,6 @@ from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec
 from koordlet.states.runtimepods import RuntimePod, RuntimePods
-from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor

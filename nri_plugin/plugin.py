@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError, Message
 
+from koordlet._proto.nri import api_pb2 as api
 from nri_plugin.hooks import Hooks
 from nri_plugin.runtimeconfig import ConfigError, event_name, subscription
 from nri_plugin.socketwatch import SocketWatch
 from nri_plugin.transport.mux import DEFAULT_PARTIAL_TIMEOUT, PLUGIN_CONN, RUNTIME_CONN, Mux
 from nri_plugin.transport.ttrpc import Channel, Code, Handler, TTRPCError
-from proto.nri import api_pb2 as api
 
 if TYPE_CHECKING:
     from koordlet.metrics import AgentMetrics

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.yamlfile import loads_yaml
-from proto.nri import api_pb2 as api
 
 __all__ = ["ConfigError", "EVENT_BITS", "VALID_EVENTS", "event_name", "parse_event_mask", "subscription"]
 

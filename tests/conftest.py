@@ -35,7 +35,7 @@ else:
     hypothesis_settings.load_profile("koordlet")
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_ALLOWED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+_ALLOWED_DIRS = {".git", ".venv", ".venv-min", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _SOURCE_SUFFIXES = (".py", ".pyi", ".proto", ".md", ".toml", ".yaml", ".yml", ".json", ".cfg", ".txt", ".swp", "~")
 
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from koordlet import wire
+from koordlet._proto.podresources import api_pb2 as pb
 from koordlet.rules.devices import allocation_ids, by_container
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.pod import Pod
-from proto.podresources import api_pb2 as pb
 
 # container name -> PodResources resource name -> device ids, in allocation order
 Assignment = dict[str, dict[str, list[str]]]

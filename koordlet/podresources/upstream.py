@@ -20,8 +20,8 @@ from typing import Generic, TypeVar
 
 import grpc
 
-from proto.podresources import api_pb2 as pb
-from proto.podresources import api_pb2_grpc as pb_grpc
+from koordlet._proto.podresources import api_pb2 as pb
+from koordlet._proto.podresources import api_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 

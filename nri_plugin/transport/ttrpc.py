@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
+from koordlet._proto.ttrpc import ttrpc_pb2
 from nri_plugin.transport.mux import ProtocolError
-from proto.ttrpc import ttrpc_pb2
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from doubles.nriruntime import FakeRuntime, TTRPCError
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.metrics import AgentMetrics
 from nri_plugin.hooks import HookFeatures, Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
-from proto.nri import api_pb2 as api
 from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox, view
 from tests.unit.test_qos_strategies import fake_host
 from tests.waits import wait_for

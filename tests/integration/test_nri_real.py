@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.executor import Executor
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.informer import meta_for
@@ -19,7 +20,6 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from nri_plugin.hooks import HookFeatures, Hooks
-from proto.nri import api_pb2 as api
 from tests.builders import pod_object
 from tests.integration.test_nri_plugin import Harness
 from tests.integration.test_qos_real import host, kernel

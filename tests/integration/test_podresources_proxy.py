@@ -19,13 +19,13 @@ import pytest
 from doubles import multus
 from doubles.kubelet_podresources import FakeKubelet
 from koordlet import wire
+from koordlet._proto.podresources import api_pb2 as pb
+from koordlet._proto.podresources import api_pb2_grpc as pb_grpc
 from koordlet.metrics import AgentMetrics
 from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
 from koordlet.podresources.upstream import KubeletPodResources
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.pod import pod_from_k8s
-from proto.podresources import api_pb2 as pb
-from proto.podresources import api_pb2_grpc as pb_grpc
 from tests import builders
 
 GPU0 = "GPU-5b1f0000-0000-0000-0000-000000000000"

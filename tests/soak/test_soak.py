@@ -54,10 +54,10 @@ import pytest
 
 from doubles.nriruntime import FakeRuntime, TTRPCError
 from doubles.realcgroup import SUBSYSTEMS, RealCgroupTree, v1_available
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
-from proto.nri import api_pb2 as api
 from tests.builders import pod_object
 
 pytestmark = [pytest.mark.soak, pytest.mark.root]

@@ -494,12 +494,13 @@ def test_rbac_grants_what_the_agent_does_and_no_more():
               ("scheduling.koordinator.sh", "devices", "update"),
               ("topology.node.k8s.io", "noderesourcetopologies", "create"),
               ("topology.node.k8s.io", "noderesourcetopologies", "update"),
-              ("", "nodes", "watch"), ("", "nodes/proxy", "get"), ("", "pods", "list"),
-              ("", "pods/eviction", "create"), ("", "events", "create"), ("", "events", "patch")]
+              ("", "nodes", "watch"), ("", "nodes/pods", "get"), ("", "nodes/configz", "get"), ("", "pods", "list"),
+              ("", "pods/eviction", "create"), ("", "events", "create")]
     assert [n for n in needed if not granted(rules, *n)] == []
     forbidden = [("slo.koordinator.sh", "nodemetrics", "update"), ("slo.koordinator.sh", "nodeslos", "update"),
                  ("", "nodes", "update"), ("", "nodes", "patch"), ("", "pods", "update"), ("", "pods", "delete"),
-                 ("", "configmaps", "get"), ("", "secrets", "get")]
+                 ("", "configmaps", "get"), ("", "secrets", "get"),
+                 ("", "nodes/proxy", "get")]        # only in rbac-kubelet-proxy.yaml, for kubelets before 1.33
     assert [f for f in forbidden if granted(rules, *f)] == []
     assert all("*" not in r["apiGroups"] + r["resources"] + r["verbs"] for r in rules)
 

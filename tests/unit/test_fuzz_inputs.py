@@ -40,6 +40,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from koordlet import yamlfile
+from koordlet._proto.ttrpc import ttrpc_pb2
 from koordlet.states.nodeslo import NodeSLOFile, NodeSLOFileError, merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pod import pod_from_k8s
 from koordlet.states.standalone import PodsFileError, load_pods_file
@@ -47,7 +48,6 @@ from koordlet.yamlfile import load_yaml
 from nri_plugin.transport import mux, ttrpc
 from nri_plugin.transport.mux import Mux, ProtocolError
 from nri_plugin.transport.ttrpc import Channel, Decoder
-from proto.ttrpc import ttrpc_pb2
 from tests.budget import cpu_budget
 from tests.builders import pod_object
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doubles.nriruntime import FakeRuntime
+from koordlet._proto.nri import api_pb2 as api
 from nri_plugin.hooks import HookFeatures, Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
 from nri_plugin.runtimeconfig import VALID_EVENTS, ConfigError, parse_event_mask, subscription
 from nri_plugin.transport.ttrpc import Code, TTRPCError
-from proto.nri import api_pb2 as api
 from tests.budget import cpu_budget
 from tests.fakehost import FakeHost
 from tests.waits import wait_for

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.executor import Executor
 from koordlet.host.cgroup import KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
 from nri_plugin.hooks import HookFeatures, Hooks, kube_qos_of_parent
-from proto.nri import api_pb2 as api
 from tests.builders import pod_object
 from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
 from tests.unit.test_qos_strategies import fake_host, mkcg, value

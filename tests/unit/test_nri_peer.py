@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from doubles.nriruntime import FakeRuntime, TTRPCError
-from proto.nri import api_pb2 as api
-from proto.ttrpc import ttrpc_pb2
+from koordlet._proto.nri import api_pb2 as api
+from koordlet._proto.ttrpc import ttrpc_pb2
 
 KOORD_EVENTS = 0x8D   # RunPodSandbox | RemovePodSandbox | CreateContainer | UpdateContainer
 

@@ -5,11 +5,11 @@ import struct
 
 import pytest
 
+from koordlet._proto.nri import api_pb2 as api
+from koordlet._proto.ttrpc import ttrpc_pb2
 from nri_plugin.transport import mux, ttrpc
 from nri_plugin.transport.mux import ProtocolError
 from nri_plugin.transport.ttrpc import Channel, Code, Decoder, TTRPCError
-from proto.nri import api_pb2 as api
-from proto.ttrpc import ttrpc_pb2
 
 
 def test_register_plugin_worked_example():

@@ -8,11 +8,11 @@ from fractions import Fraction
 import pytest
 
 from koordlet import wire
+from koordlet._proto.podresources import api_pb2 as pb
 from koordlet.podresources.merge import assign, merge
 from koordlet.rules.devices import allocation_ids, device_count
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from koordlet.states.pod import pod_from_k8s
-from proto.podresources import api_pb2 as pb
 from tests import builders
 
 GPU0, GPU1 = "GPU-5b1f0000-0000-0000-0000-000000000000", "GPU-7c2e0000-0000-0000-0000-000000000000"

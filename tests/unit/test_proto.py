@@ -1,27 +1,55 @@
-"""proto/: the committed modules are what `make proto` generates, and the wire matches the reference."""
+"""proto/ and koordlet/_proto/: the committed modules are what `make proto` generates from the sources, and the wire
+matches the reference."""
 
+import importlib.util
 import pathlib
 
 import pytest
 
-from proto.cri import api_pb2 as cri
-from proto.nri import api_pb2 as api
-from proto.podresources import api_pb2 as podresources
-from proto.ttrpc import ttrpc_pb2
+from koordlet._proto.cri import api_pb2 as cri
+from koordlet._proto.nri import api_pb2 as api
+from koordlet._proto.podresources import api_pb2 as podresources
+from koordlet._proto.ttrpc import ttrpc_pb2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+def _generator():
+    """proto/generate.py, loaded from its file: ``proto/`` is a directory of sources, not a package (the top-level
+    name ``proto`` is proto-plus's)."""
+    spec = importlib.util.spec_from_file_location("koordlet_proto_generate", ROOT / "proto" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_committed_modules_match_sources(tmp_path):
     pytest.importorskip("grpc_tools", reason="grpcio-tools (the test extra) regenerates the modules")
-    from proto.generate import generate, sources
-    generate(tmp_path)
-    for src in sources():
-        for generated in sorted((tmp_path / src).parent.glob(pathlib.Path(src).stem + "_pb2*.py")):
-            committed = ROOT / generated.relative_to(tmp_path)
-            assert committed.exists(), f"{committed} is missing: run `make proto`"
-            assert committed.read_bytes() == generated.read_bytes(), f"{committed} is stale: run `make proto`"
-        assert (ROOT / src).with_name(pathlib.Path(src).stem + "_pb2.py").exists()
+    gen = _generator()
+    gen.generate(tmp_path)
+    produced = sorted(p.relative_to(tmp_path) for p in (tmp_path / "koordlet" / "_proto").rglob("*_pb2*"))
+    assert produced, "protoc wrote nothing"
+    for rel in produced:
+        committed = ROOT / rel
+        assert committed.exists(), f"{committed} is missing: run `make proto`"
+        assert committed.read_bytes() == (tmp_path / rel).read_bytes(), f"{committed} is stale: run `make proto`"
+    committed_all = sorted(p.relative_to(ROOT) for p in (ROOT / "koordlet" / "_proto").rglob("*_pb2*")
+                           if p.suffix in (".py", ".pyi"))
+    assert committed_all == produced, "koordlet/_proto has generated modules that no source makes"
+    for src in gen.sources():
+        module = pathlib.PurePosixPath(gen.target(src))        # koordlet/_proto/cri/api.proto
+        assert (ROOT / module.with_name(module.stem + "_pb2.py")).exists()
+        assert (ROOT / module.parent / "__init__.py").exists(), f"{module.parent} is not a package"
+
+
+def test_no_top_level_proto_package():
+    """The generated modules live in koordlet._proto, and proto/ holds only sources and the generator: an
+    ``__init__.py`` there would make ``proto`` a package of ours again, shadowing proto-plus's in a checkout."""
+    assert not list((ROOT / "proto").rglob("__init__.py"))
+    assert not list((ROOT / "proto").rglob("*_pb2*"))
+    assert api.DESCRIPTOR.name == "koordlet/_proto/nri/api.proto"
+    assert api.DESCRIPTOR.package == "nri.pkg.api.v1alpha1"       # the wire's names are the sources' own
 
 
 def _field(msg, name):

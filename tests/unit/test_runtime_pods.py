@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 
+from koordlet._proto.nri import api_pb2 as api
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.rules.resources import Settings
 from koordlet.states.runtimepods import MAX_SANDBOXES, RuntimePod, RuntimePods
 from koordlet.states.standalone import StandalonePodSource
 from nri_plugin.hooks import HookFeatures, Hooks
-from proto.nri import api_pb2 as api
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 from tests.unit.test_nri_hooks import be_spec, container, resources, sandbox, view

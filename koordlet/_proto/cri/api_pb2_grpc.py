@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto.cri import api_pb2 as proto_dot_cri_dot_api__pb2
+from koordlet._proto.cri import api_pb2 as koordlet_dot___proto_dot_cri_dot_api__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/cri/api_pb2_grpc.py depends on'
+        + ' but the generated code in koordlet/_proto/cri/api_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,73 +38,78 @@ class RuntimeServiceStub:
         """
         self.Version = channel.unary_unary(
                 '/runtime.v1.RuntimeService/Version',
-                request_serializer=proto_dot_cri_dot_api__pb2.VersionRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.VersionResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.VersionRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.VersionResponse.FromString,
                 _registered_method=True)
         self.RunPodSandbox = channel.unary_unary(
                 '/runtime.v1.RuntimeService/RunPodSandbox',
-                request_serializer=proto_dot_cri_dot_api__pb2.RunPodSandboxRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.RunPodSandboxResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RunPodSandboxRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RunPodSandboxResponse.FromString,
                 _registered_method=True)
         self.StopPodSandbox = channel.unary_unary(
                 '/runtime.v1.RuntimeService/StopPodSandbox',
-                request_serializer=proto_dot_cri_dot_api__pb2.StopPodSandboxRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.StopPodSandboxResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopPodSandboxRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopPodSandboxResponse.FromString,
                 _registered_method=True)
         self.RemovePodSandbox = channel.unary_unary(
                 '/runtime.v1.RuntimeService/RemovePodSandbox',
-                request_serializer=proto_dot_cri_dot_api__pb2.RemovePodSandboxRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.RemovePodSandboxResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemovePodSandboxRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemovePodSandboxResponse.FromString,
                 _registered_method=True)
         self.PodSandboxStatus = channel.unary_unary(
                 '/runtime.v1.RuntimeService/PodSandboxStatus',
-                request_serializer=proto_dot_cri_dot_api__pb2.PodSandboxStatusRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.PodSandboxStatusResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.PodSandboxStatusRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.PodSandboxStatusResponse.FromString,
                 _registered_method=True)
         self.ListPodSandbox = channel.unary_unary(
                 '/runtime.v1.RuntimeService/ListPodSandbox',
-                request_serializer=proto_dot_cri_dot_api__pb2.ListPodSandboxRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.ListPodSandboxResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListPodSandboxRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListPodSandboxResponse.FromString,
                 _registered_method=True)
         self.CreateContainer = channel.unary_unary(
                 '/runtime.v1.RuntimeService/CreateContainer',
-                request_serializer=proto_dot_cri_dot_api__pb2.CreateContainerRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.CreateContainerResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.CreateContainerRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.CreateContainerResponse.FromString,
                 _registered_method=True)
         self.StartContainer = channel.unary_unary(
                 '/runtime.v1.RuntimeService/StartContainer',
-                request_serializer=proto_dot_cri_dot_api__pb2.StartContainerRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.StartContainerResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StartContainerRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StartContainerResponse.FromString,
                 _registered_method=True)
         self.StopContainer = channel.unary_unary(
                 '/runtime.v1.RuntimeService/StopContainer',
-                request_serializer=proto_dot_cri_dot_api__pb2.StopContainerRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.StopContainerResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopContainerRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopContainerResponse.FromString,
                 _registered_method=True)
         self.RemoveContainer = channel.unary_unary(
                 '/runtime.v1.RuntimeService/RemoveContainer',
-                request_serializer=proto_dot_cri_dot_api__pb2.RemoveContainerRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.RemoveContainerResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemoveContainerRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemoveContainerResponse.FromString,
                 _registered_method=True)
         self.ListContainers = channel.unary_unary(
                 '/runtime.v1.RuntimeService/ListContainers',
-                request_serializer=proto_dot_cri_dot_api__pb2.ListContainersRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.ListContainersResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListContainersRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListContainersResponse.FromString,
                 _registered_method=True)
         self.ContainerStatus = channel.unary_unary(
                 '/runtime.v1.RuntimeService/ContainerStatus',
-                request_serializer=proto_dot_cri_dot_api__pb2.ContainerStatusRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.ContainerStatusResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ContainerStatusRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ContainerStatusResponse.FromString,
                 _registered_method=True)
         self.UpdateContainerResources = channel.unary_unary(
                 '/runtime.v1.RuntimeService/UpdateContainerResources',
-                request_serializer=proto_dot_cri_dot_api__pb2.UpdateContainerResourcesRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.UpdateContainerResourcesResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.UpdateContainerResourcesRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.UpdateContainerResourcesResponse.FromString,
+                _registered_method=True)
+        self.ExecSync = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ExecSync',
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ExecSyncRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ExecSyncResponse.FromString,
                 _registered_method=True)
         self.Status = channel.unary_unary(
                 '/runtime.v1.RuntimeService/Status',
-                request_serializer=proto_dot_cri_dot_api__pb2.StatusRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.StatusResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StatusRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StatusResponse.FromString,
                 _registered_method=True)
 
 
@@ -191,6 +196,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExecSync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -202,73 +213,78 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Version': grpc.unary_unary_rpc_method_handler(
                     servicer.Version,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.VersionRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.VersionResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.VersionRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.VersionResponse.SerializeToString,
             ),
             'RunPodSandbox': grpc.unary_unary_rpc_method_handler(
                     servicer.RunPodSandbox,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.RunPodSandboxRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.RunPodSandboxResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RunPodSandboxRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RunPodSandboxResponse.SerializeToString,
             ),
             'StopPodSandbox': grpc.unary_unary_rpc_method_handler(
                     servicer.StopPodSandbox,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.StopPodSandboxRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.StopPodSandboxResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopPodSandboxRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopPodSandboxResponse.SerializeToString,
             ),
             'RemovePodSandbox': grpc.unary_unary_rpc_method_handler(
                     servicer.RemovePodSandbox,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.RemovePodSandboxRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.RemovePodSandboxResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemovePodSandboxRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemovePodSandboxResponse.SerializeToString,
             ),
             'PodSandboxStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.PodSandboxStatus,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.PodSandboxStatusRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.PodSandboxStatusResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.PodSandboxStatusRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.PodSandboxStatusResponse.SerializeToString,
             ),
             'ListPodSandbox': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPodSandbox,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.ListPodSandboxRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.ListPodSandboxResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListPodSandboxRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListPodSandboxResponse.SerializeToString,
             ),
             'CreateContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateContainer,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.CreateContainerRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.CreateContainerResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.CreateContainerRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.CreateContainerResponse.SerializeToString,
             ),
             'StartContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.StartContainer,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.StartContainerRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.StartContainerResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StartContainerRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StartContainerResponse.SerializeToString,
             ),
             'StopContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.StopContainer,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.StopContainerRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.StopContainerResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopContainerRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StopContainerResponse.SerializeToString,
             ),
             'RemoveContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.RemoveContainer,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.RemoveContainerRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.RemoveContainerResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemoveContainerRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.RemoveContainerResponse.SerializeToString,
             ),
             'ListContainers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListContainers,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.ListContainersRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.ListContainersResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListContainersRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListContainersResponse.SerializeToString,
             ),
             'ContainerStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ContainerStatus,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.ContainerStatusRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.ContainerStatusResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ContainerStatusRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ContainerStatusResponse.SerializeToString,
             ),
             'UpdateContainerResources': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateContainerResources,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.UpdateContainerResourcesRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.UpdateContainerResourcesResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.UpdateContainerResourcesRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.UpdateContainerResourcesResponse.SerializeToString,
+            ),
+            'ExecSync': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExecSync,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ExecSyncRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ExecSyncResponse.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.StatusRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.StatusResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StatusRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.StatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -298,8 +314,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/Version',
-            proto_dot_cri_dot_api__pb2.VersionRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.VersionResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.VersionRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.VersionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -325,8 +341,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/RunPodSandbox',
-            proto_dot_cri_dot_api__pb2.RunPodSandboxRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.RunPodSandboxResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.RunPodSandboxRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.RunPodSandboxResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -352,8 +368,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/StopPodSandbox',
-            proto_dot_cri_dot_api__pb2.StopPodSandboxRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.StopPodSandboxResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StopPodSandboxRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StopPodSandboxResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -379,8 +395,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/RemovePodSandbox',
-            proto_dot_cri_dot_api__pb2.RemovePodSandboxRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.RemovePodSandboxResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.RemovePodSandboxRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.RemovePodSandboxResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -406,8 +422,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/PodSandboxStatus',
-            proto_dot_cri_dot_api__pb2.PodSandboxStatusRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.PodSandboxStatusResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.PodSandboxStatusRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.PodSandboxStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -433,8 +449,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/ListPodSandbox',
-            proto_dot_cri_dot_api__pb2.ListPodSandboxRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.ListPodSandboxResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ListPodSandboxRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ListPodSandboxResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -460,8 +476,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/CreateContainer',
-            proto_dot_cri_dot_api__pb2.CreateContainerRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.CreateContainerResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.CreateContainerRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.CreateContainerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -487,8 +503,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/StartContainer',
-            proto_dot_cri_dot_api__pb2.StartContainerRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.StartContainerResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StartContainerRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StartContainerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -514,8 +530,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/StopContainer',
-            proto_dot_cri_dot_api__pb2.StopContainerRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.StopContainerResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StopContainerRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StopContainerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -541,8 +557,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/RemoveContainer',
-            proto_dot_cri_dot_api__pb2.RemoveContainerRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.RemoveContainerResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.RemoveContainerRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.RemoveContainerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -568,8 +584,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/ListContainers',
-            proto_dot_cri_dot_api__pb2.ListContainersRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.ListContainersResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ListContainersRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ListContainersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -595,8 +611,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/ContainerStatus',
-            proto_dot_cri_dot_api__pb2.ContainerStatusRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.ContainerStatusResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ContainerStatusRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ContainerStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -622,8 +638,35 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/UpdateContainerResources',
-            proto_dot_cri_dot_api__pb2.UpdateContainerResourcesRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.UpdateContainerResourcesResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.UpdateContainerResourcesRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.UpdateContainerResourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExecSync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ExecSync',
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ExecSyncRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ExecSyncResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -649,8 +692,8 @@ class RuntimeService:
             request,
             target,
             '/runtime.v1.RuntimeService/Status',
-            proto_dot_cri_dot_api__pb2.StatusRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.StatusResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StatusRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.StatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -673,13 +716,13 @@ class ImageServiceStub:
         """
         self.ListImages = channel.unary_unary(
                 '/runtime.v1.ImageService/ListImages',
-                request_serializer=proto_dot_cri_dot_api__pb2.ListImagesRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.ListImagesResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListImagesRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListImagesResponse.FromString,
                 _registered_method=True)
         self.ImageStatus = channel.unary_unary(
                 '/runtime.v1.ImageService/ImageStatus',
-                request_serializer=proto_dot_cri_dot_api__pb2.ImageStatusRequest.SerializeToString,
-                response_deserializer=proto_dot_cri_dot_api__pb2.ImageStatusResponse.FromString,
+                request_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ImageStatusRequest.SerializeToString,
+                response_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ImageStatusResponse.FromString,
                 _registered_method=True)
 
 
@@ -703,13 +746,13 @@ def add_ImageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ListImages': grpc.unary_unary_rpc_method_handler(
                     servicer.ListImages,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.ListImagesRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.ListImagesResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListImagesRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ListImagesResponse.SerializeToString,
             ),
             'ImageStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ImageStatus,
-                    request_deserializer=proto_dot_cri_dot_api__pb2.ImageStatusRequest.FromString,
-                    response_serializer=proto_dot_cri_dot_api__pb2.ImageStatusResponse.SerializeToString,
+                    request_deserializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ImageStatusRequest.FromString,
+                    response_serializer=koordlet_dot___proto_dot_cri_dot_api__pb2.ImageStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -737,8 +780,8 @@ class ImageService:
             request,
             target,
             '/runtime.v1.ImageService/ListImages',
-            proto_dot_cri_dot_api__pb2.ListImagesRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.ListImagesResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ListImagesRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ListImagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -764,8 +807,8 @@ class ImageService:
             request,
             target,
             '/runtime.v1.ImageService/ImageStatus',
-            proto_dot_cri_dot_api__pb2.ImageStatusRequest.SerializeToString,
-            proto_dot_cri_dot_api__pb2.ImageStatusResponse.FromString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ImageStatusRequest.SerializeToString,
+            koordlet_dot___proto_dot_cri_dot_api__pb2.ImageStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,7 +8,7 @@ Written from the field table in shared/reference/nri-hami-podresources.md §4.1;
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from proto.podresources import api_pb2 as _api_pb2
+from koordlet._proto.podresources import api_pb2 as _api_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

@@ -10,7 +10,7 @@ callers need; anything else a runtime sends is kept as unknown fields. Regenerat
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from proto.cri import api_pb2 as _api_pb2
+from koordlet._proto.cri import api_pb2 as _api_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -51,6 +51,7 @@ class RuntimeServiceStub:
     ListContainers: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListContainersRequest, _api_pb2.ListContainersResponse]
     ContainerStatus: _grpc.UnaryUnaryMultiCallable[_api_pb2.ContainerStatusRequest, _api_pb2.ContainerStatusResponse]
     UpdateContainerResources: _grpc.UnaryUnaryMultiCallable[_api_pb2.UpdateContainerResourcesRequest, _api_pb2.UpdateContainerResourcesResponse]
+    ExecSync: _grpc.UnaryUnaryMultiCallable[_api_pb2.ExecSyncRequest, _api_pb2.ExecSyncResponse]
     Status: _grpc.UnaryUnaryMultiCallable[_api_pb2.StatusRequest, _api_pb2.StatusResponse]
 
 @_typing.type_check_only
@@ -71,6 +72,7 @@ class RuntimeServiceAsyncStub(RuntimeServiceStub):
     ListContainers: _aio.UnaryUnaryMultiCallable[_api_pb2.ListContainersRequest, _api_pb2.ListContainersResponse]  # type: ignore[assignment]
     ContainerStatus: _aio.UnaryUnaryMultiCallable[_api_pb2.ContainerStatusRequest, _api_pb2.ContainerStatusResponse]  # type: ignore[assignment]
     UpdateContainerResources: _aio.UnaryUnaryMultiCallable[_api_pb2.UpdateContainerResourcesRequest, _api_pb2.UpdateContainerResourcesResponse]  # type: ignore[assignment]
+    ExecSync: _aio.UnaryUnaryMultiCallable[_api_pb2.ExecSyncRequest, _api_pb2.ExecSyncResponse]  # type: ignore[assignment]
     Status: _aio.UnaryUnaryMultiCallable[_api_pb2.StatusRequest, _api_pb2.StatusResponse]  # type: ignore[assignment]
 
 class RuntimeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -166,6 +168,13 @@ class RuntimeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _api_pb2.UpdateContainerResourcesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.UpdateContainerResourcesResponse, _abc.Awaitable[_api_pb2.UpdateContainerResourcesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ExecSync(
+        self,
+        request: _api_pb2.ExecSyncRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ExecSyncResponse, _abc.Awaitable[_api_pb2.ExecSyncResponse]]: ...
 
     @_abc_1.abstractmethod
     def Status(

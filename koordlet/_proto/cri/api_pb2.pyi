@@ -1925,6 +1925,59 @@ class UpdateContainerResourcesResponse(_message.Message):
 Global___UpdateContainerResourcesResponse: _TypeAlias = UpdateContainerResourcesResponse  # noqa: Y015
 
 @_typing.final
+class ExecSyncRequest(_message.Message):
+    """timeout: seconds (0: none); the runtime kills the command after it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTAINER_ID_FIELD_NUMBER: _builtins.int
+    CMD_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    container_id: _builtins.str
+    timeout: _builtins.int
+    @_builtins.property
+    def cmd(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        container_id: _builtins.str = ...,
+        cmd: _abc.Iterable[_builtins.str] | None = ...,
+        timeout: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cmd", b"cmd", "container_id", b"container_id", "timeout", b"timeout"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExecSyncRequest: _TypeAlias = ExecSyncRequest  # noqa: Y015
+
+@_typing.final
+class ExecSyncResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STDOUT_FIELD_NUMBER: _builtins.int
+    STDERR_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    stdout: _builtins.bytes
+    stderr: _builtins.bytes
+    exit_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        stdout: _builtins.bytes = ...,
+        stderr: _builtins.bytes = ...,
+        exit_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit_code", b"exit_code", "stderr", b"stderr", "stdout", b"stdout"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExecSyncResponse: _TypeAlias = ExecSyncResponse  # noqa: Y015
+
+@_typing.final
 class Image(_message.Message):
     """---- images ----------------------------------------------------------------------------------------------------"""
 
