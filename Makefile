@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test test-min lint fuzz venv bench soak proto clean install uninstall
+.PHONY: run test test-min lint fuzz venv bench soak proto clean install uninstall image
 
 # The venv is done when its stamp exists, and the stamp is written last: a first run interrupted anywhere (Ctrl-C in
 # ensurepip or in pip) leaves no stamp, so the next `make run` / `make test` installs again; a venv whose pip does not
@@ -104,6 +104,18 @@ soak: venv
 # mypy-protobuf from the test extra).
 proto: venv
 	$(BIN)/python proto/generate.py
+
+# The container image without a registry (README "Image"; root): an OCI archive at IMAGE_OUT whose root filesystem
+# is Debian 12 from its packages (debootstrap minbase + python3, kept in IMAGE_CACHE for a week) with the agent in a
+# venv at /opt/koordlet; image/build.py says how. `ctr -n k8s.io images import $(IMAGE_OUT)` loads it on a node;
+# IMAGE_REF is the name it gets there (the manifests' image by default). The Containerfile builds the same image
+# where a registry serves debian:12-slim.
+IMAGE_OUT   ?= build/image/koordlet-image.tar
+IMAGE_REF   ?= ghcr.io/koordlet-py/koordlet:latest
+IMAGE_CACHE ?= build/image/cache
+
+image: venv
+	$(BIN)/python -m image.build --out $(IMAGE_OUT) --ref $(IMAGE_REF) --cache $(IMAGE_CACHE)
 
 clean:
 	rm -rf $(VENV) $(VENV_MIN) var build *.egg-info .mypy_cache .ruff_cache .import_linter_cache

@@ -7,7 +7,10 @@ container runtime the way the kubelet creates them.
   without a UTS namespace of its own), the pod's labels and annotations on the sandbox;
 - containers get the kubelet's ``LinuxContainerResources`` for their requests and limits (cpu shares from the
   request, cfs quota from the limit, the memory limit, the kubelet's oom_score_adj for the QoS class) and the
-  sandbox config along with ``CreateContainer``, as the kubelet sends it.
+  sandbox config along with ``CreateContainer``, as the kubelet sends it;
+- a pod with ``host_pid`` / ``privileged`` (a node agent's DaemonSet pod) gets the host's PID namespace and the
+  privileged flag on its sandbox and containers, and containers get the pod spec's ``args`` and ``mounts``
+  (hostPath volumes); ``ExecSync`` runs a command in a running container (``kubectl exec``).
 
 Used by tests/realruntime and bench/cri_create.py (doubles/containerd.py starts the runtime). gRPC over the
 runtime's unix socket; every call has a deadline.
@@ -49,6 +52,8 @@ class Pod:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     containers: Mapping[str, Resources] = field(default_factory=dict)    # name -> resources (spec order)
+    host_pid: bool = False                  # spec.hostPID (the network is always the host's here)
+    privileged: bool = False                # securityContext.privileged of every container (and so the sandbox)
 
     @property
     def kube_qos(self) -> str:
@@ -106,6 +111,13 @@ def pod_cgroup_values(pod: Pod) -> dict[str, dict[str, str]]:
     return out
 
 
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
 class CRIError(RuntimeError):
     def __init__(self, method: str, error: grpc.RpcError) -> None:
         code: grpc.StatusCode | None = getattr(error, "code", lambda: None)()     # a grpc.Call, in practice
@@ -151,7 +163,8 @@ class CRIClient:
 
     # --- pods -------------------------------------------------------------------------------------------------
 
-    def sandbox_config(self, pod: Pod, cgroup_root: str = "/", attempt: int = 0) -> cri.PodSandboxConfig:
+    def sandbox_config(self, pod: Pod, cgroup_root: str = "/", attempt: int = 0,
+                       log_directory: str = "") -> cri.PodSandboxConfig:
         config = cri.PodSandboxConfig(
             metadata=cri.PodSandboxMetadata(name=pod.name, uid=pod.uid, namespace=pod.namespace, attempt=attempt),
             labels={**pod.labels, "io.kubernetes.pod.name": pod.name, "io.kubernetes.pod.namespace": pod.namespace,
@@ -159,6 +172,10 @@ class CRIClient:
             annotations=dict(pod.annotations))
         config.linux.cgroup_parent = pod.cgroup_parent(cgroup_root)
         config.linux.security_context.namespace_options.network = cri.NODE
+        if pod.host_pid:
+            config.linux.security_context.namespace_options.pid = cri.NODE
+        config.linux.security_context.privileged = pod.privileged
+        config.log_directory = log_directory          # where the runtime writes the containers' logs
         return config
 
     def run_pod_sandbox(self, config: cri.PodSandboxConfig) -> str:
@@ -181,13 +198,21 @@ class CRIClient:
     # --- containers -------------------------------------------------------------------------------------------
 
     def container_config(self, pod: Pod, name: str, image: str, command: Sequence[str] = (),
-                         env: Mapping[str, str] | None = None, attempt: int = 0) -> cri.ContainerConfig:
+                         env: Mapping[str, str] | None = None, attempt: int = 0, args: Sequence[str] = (),
+                         mounts: Sequence[cri.Mount] = (), log_path: str = "") -> cri.ContainerConfig:
+        """``log_path``: relative to the sandbox's log directory."""
         config = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name=name, attempt=attempt), image=cri.ImageSpec(image=image),
-            command=list(command), envs=[cri.KeyValue(key=k, value=v) for k, v in (env or {}).items()],
+            command=list(command), args=list(args), mounts=list(mounts), log_path=log_path,
+            envs=[cri.KeyValue(key=k, value=v) for k, v in (env or {}).items()],
             labels={"io.kubernetes.container.name": name, "io.kubernetes.pod.name": pod.name,
                     "io.kubernetes.pod.namespace": pod.namespace, "io.kubernetes.pod.uid": pod.uid})
         config.linux.resources.CopyFrom(kubelet_resources(pod, name))
+        security = config.linux.security_context
+        security.privileged = pod.privileged
+        if pod.host_pid:
+            security.namespace_options.network = cri.NODE
+            security.namespace_options.pid = cri.NODE
         return config
 
     def create_container(self, sandbox_id: str, config: cri.ContainerConfig,
@@ -214,6 +239,14 @@ class CRIClient:
         resp = self._call(self.runtime.ContainerStatus,
                           cri.ContainerStatusRequest(container_id=container_id, verbose=True))
         return resp.status, _info(resp.info)
+
+    def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: int = 60) -> ExecResult:
+        """``cmd`` in the running container, to its end (the runtime kills it after ``timeout`` seconds)."""
+        resp = self._call(self.runtime.ExecSync,
+                          cri.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=timeout),
+                          timeout + 30)
+        return ExecResult(int(resp.exit_code), resp.stdout.decode(errors="replace"),
+                          resp.stderr.decode(errors="replace"))
 
     def list_containers(self, sandbox_id: str = "") -> list[cri.Container]:
         req = cri.ListContainersRequest(filter=cri.ContainerFilter(pod_sandbox_id=sandbox_id))
@@ -283,25 +316,29 @@ class Kubelet:
             self.cgroups.mkdir(tier)
         self.cgroups.write("cpu", "kubepods/besteffort", "cpu.shares", str(MIN_SHARES))
 
-    def run_pod(self, pod: Pod) -> RunningPod:
+    def run_pod(self, pod: Pod, log_directory: str = "") -> RunningPod:
+        """``log_directory``: the runtime writes each container's output to ``<log_directory>/<name>.log``."""
         rel = pod.cgroup_parent("/").strip("/")
         self.cgroups.mkdir(rel)
         for subsystem, files in pod_cgroup_values(pod).items():
             for name, value in files.items():
                 self.cgroups.write(subsystem, rel, name, value)
-        config = self.client.sandbox_config(pod, self.cgroup_root)
+        config = self.client.sandbox_config(pod, self.cgroup_root, log_directory=log_directory)
         return RunningPod(pod, self.client.run_pod_sandbox(config), config, rel)
 
     def create_container(self, rp: RunningPod, name: str, image: str, command: Sequence[str] = (),
-                         env: Mapping[str, str] | None = None) -> str:
-        config = self.client.container_config(rp.pod, name, image, command, env)
+                         env: Mapping[str, str] | None = None, args: Sequence[str] = (),
+                         mounts: Sequence[cri.Mount] = ()) -> str:
+        config = self.client.container_config(rp.pod, name, image, command, env, args=args, mounts=mounts,
+                                              log_path=f"{name}.log" if rp.config.log_directory else "")
         cid = self.client.create_container(rp.sandbox_id, config, rp.config)
         rp.containers[name] = cid
         return cid
 
     def start_container(self, rp: RunningPod, name: str, image: str, command: Sequence[str] = (),
-                        env: Mapping[str, str] | None = None) -> str:
-        cid = self.create_container(rp, name, image, command, env)
+                        env: Mapping[str, str] | None = None, args: Sequence[str] = (),
+                        mounts: Sequence[cri.Mount] = ()) -> str:
+        cid = self.create_container(rp, name, image, command, env, args, mounts)
         self.client.start_container(cid)
         return cid
 

@@ -10,7 +10,10 @@ base image pulled: the same image the Containerfile builds from ``debian:12-slim
 2. **The agent**: wheels of the project and its dependencies built here (``pip wheel`` of a copy of the checkout, so
    nothing is written into it; pip's own configuration and cache apply), installed offline inside the root
    (chroot) into a venv at ``/opt/koordlet`` by a pip run from its wheel, so no pip is left in the image.
-   ``kubernetes/aio`` (the client's asyncio twin, ~70 MB with its bytecode) goes: nothing imports it.
+   ``kubernetes/aio`` (the client's asyncio twin, ~70 MB with its bytecode) and the distributions only it needs
+   (aiohttp and its dependencies, ~13 MB) go: nothing the agent runs imports them. The bytecode pip compiled stays
+   (``import kubernetes.client`` loads every API and model class: 31 MB of source to compile at every start
+   without it), and so do the files' mtimes, which that bytecode is checked against.
    ``/koordlet`` links to the console script, for upstream's DaemonSet (command ``/koordlet <args>``).
 3. **The archive** (doubles/ociimage.py): one gzip layer, the image config (entrypoint ``koordlet``: with no
    subcommand that runs the agent; ``PATH`` with the venv first; port 9316; OCI labels), the manifest and an index

@@ -416,7 +416,10 @@ HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sy
 
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
 # needed, metrics stay on loopback, the state lives in the state directory (below), devices are reported.
-STANDALONE_PROFILE: dict[str, Any] = {"agent-mode": "host", "addr": "127.0.0.1:9316",
+# agent-mode stays as detected: standalone says where pods come from, not where the host is; in a container with the
+# DaemonSet's mounts (`kubectl exec ... koordlet report --once --standalone`) the host is under /host-*, and host mode
+# there would read the container's own cgroups.
+STANDALONE_PROFILE: dict[str, Any] = {"addr": "127.0.0.1:9316",
                                       # no cluster to stay compatible with: report the devices this host has
                                       "feature-gates": {"Accelerators": True, "RDMADevices": True}}
 

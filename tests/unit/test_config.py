@@ -41,6 +41,19 @@ def test_daemonset_mode_roots():
     assert cfg.sys_fs_root_dir == "/host-sys-fs/"
 
 
+@pytest.mark.parametrize("standalone", [False, True])
+def test_auto_mode_follows_the_daemonset_mounts_standalone_or_not(monkeypatch, standalone):
+    """auto is daemonset where /host-sys exists (the DaemonSet's mounts), host elsewhere; --standalone (no cluster)
+    does not change where the host is: ``report --once --standalone`` exec'd in the agent's pod reads the host."""
+    import koordlet.config as config
+
+    real_isdir = config.os.path.isdir
+    for mounted, mode, cgroups in ((True, "daemonset", "/host-cgroup/"), (False, "host", "/sys/fs/cgroup/")):
+        monkeypatch.setattr(config.os.path, "isdir", lambda p, m=mounted: m if p == "/host-sys" else real_isdir(p))
+        cfg = build(environ={"NODE_NAME": "n1"}, flags={"standalone": standalone})
+        assert (cfg.agent_mode, cfg.cgroup_root_dir) == (mode, cgroups)
+
+
 def test_unknown_key_in_file_is_named(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("node-name: x\ncolect-res-used-interval: 1s\n")
