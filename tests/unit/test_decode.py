@@ -32,7 +32,7 @@ from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, extended_resource_spec
 from nri_plugin.hooks import HookFeatures, Hooks
-from tests.budget import cpu_budget
+from tests.budget import within_budget
 from tests.unit.test_nri_hooks import be_spec, container, hooks, sandbox
 from tests.unit.test_nri_hooks import resources as adjusted
 from tests.unit.test_nri_hooks import view as hook_view
@@ -409,8 +409,7 @@ _LONG = settings(max_examples=10_000, deadline=None,
 def _check(name: str, raw: str) -> None:
     key, parse = PARSERS[name]
     try:
-        with cpu_budget(name):
-            parse(raw)
+        within_budget(name, parse, raw)
     except DecodeError as e:
         assert e.key == key
 

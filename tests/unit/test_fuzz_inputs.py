@@ -48,7 +48,7 @@ from koordlet.yamlfile import load_yaml
 from nri_plugin.transport import mux, ttrpc
 from nri_plugin.transport.mux import Mux, ProtocolError
 from nri_plugin.transport.ttrpc import Channel, Decoder
-from tests.budget import cpu_budget
+from tests.budget import within_budget
 from tests.builders import pod_object
 
 _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
@@ -164,8 +164,7 @@ _SPEC = st.one_of(_VALUE, _mutated(_RICH_SPEC), _mutated(merge_node_slo_spec(Non
 # ------------------------------------------------------------------------------------------------ NodeSLO parsers
 
 def _check_merge(spec: Any, name: Any) -> None:
-    with cpu_budget("merge_node_slo_spec"):
-        merged, errors = merge_node_slo_spec(spec, "fuzz")
+    merged, errors = within_budget("merge_node_slo_spec", merge_node_slo_spec, spec, "fuzz")
     assert isinstance(errors, list) and all(isinstance(e, str) for e in errors)
     merged.to_wire()                                          # a usable spec: it converts back
     merged2, errors2 = node_slo_from_object({"kind": "NodeSLO", "metadata": {"name": name}, "spec": spec})
@@ -274,12 +273,10 @@ def _check_file(path: str, content: bytes) -> None:
     assert src.errors == [] and good.resource_qos.be.memory_qos.wmark_ratio == 77
     write(content)
     try:
-        with cpu_budget("load_yaml"):
-            doc, refused = load_yaml(path, "fuzz", NodeSLOFileError), False
+        doc, refused = within_budget("load_yaml", load_yaml, path, "fuzz", NodeSLOFileError), False
     except NodeSLOFileError:
         doc, refused = None, True
-    with cpu_budget("NodeSLOFile.refresh"):
-        src.refresh()
+    src.refresh()                                             # load_yaml (timed above) + the merge (timed alone)
     kept = bool(src.errors) and src.errors[-1].endswith("keeping the last good spec")
     assert kept or not refused                                # the loader refused it: so did the file source
     if kept:
@@ -381,8 +378,7 @@ _POD_LIKE = st.one_of(_JSON, _mutated(pod_object(str(uuid.UUID(int=7)), "p", con
 
 def _check_pod(obj: Any) -> None:
     try:
-        with cpu_budget("pod_from_k8s"):
-            pod = pod_from_k8s(obj)
+        pod = within_budget("pod_from_k8s", pod_from_k8s, obj)
     except ValueError:
         return
     assert pod.uid and pod.name
@@ -448,8 +444,7 @@ def _check_pods_file(path: str, doc: Any, valid: list[dict[str, Any]], as_json: 
         with pytest.raises(PodsFileError, match="nested deeper"):
             load_pods_file(path)
         return
-    with cpu_budget("load_pods_file"):
-        pods, errors = load_pods_file(path)
+    pods, errors = within_budget("load_pods_file", load_pods_file, path)
     for obj in valid:                       # one bad entry never loses the others
         uid = obj["metadata"]["uid"]
         assert uid in pods and pods[uid].name == obj["metadata"]["name"]
@@ -546,17 +541,20 @@ def _limits(small: bool) -> contextlib.AbstractContextManager[Any]:
 def _check_ttrpc(stream: bytes, cuts: list[int], small: bool) -> None:
     with _limits(small):
         expected, broken = _reference_ttrpc(stream)
-        decoder, got, fed, raised = Decoder(), [], 0, False
-        for chunk in _chunks(stream, cuts):
-            fed += len(chunk)
-            try:
-                with cpu_budget("ttrpc Decoder.feed"):
+
+        def feed_all() -> tuple[list[ttrpc.Message], bool]:
+            decoder, got, fed = Decoder(), [], 0
+            for chunk in _chunks(stream, cuts):
+                fed += len(chunk)
+                try:
                     got += decoder.feed(chunk)
-            except ProtocolError:
-                raised = True
-                break
-            # bounded memory: nothing beyond what was sent, and never more than one message
-            assert len(decoder._buf) <= min(fed, _TT.size + ttrpc.MAX_DATA)
+                except ProtocolError:
+                    return got, True
+                # bounded memory: nothing beyond what was sent, and never more than one message
+                assert len(decoder._buf) <= min(fed, _TT.size + ttrpc.MAX_DATA)
+            return got, False
+
+        got, raised = within_budget("ttrpc Decoder", feed_all)
         assert raised == broken
         assert got == expected if not broken else got == expected[:len(got)]
 
@@ -620,8 +618,7 @@ async def _run_mux(chunks: list[bytes], sinks: Sinks) -> tuple[Mux, _Transport]:
     for conn, sink, partial in sinks(trunk):
         trunk.open(conn, sink, partial)
     for chunk in chunks:
-        with cpu_budget("Mux.data_received"):
-            trunk.data_received(chunk)
+        trunk.data_received(chunk)
         await asyncio.sleep(0)                   # handlers answer in tasks
         if trunk.closed.done():
             break
@@ -637,8 +634,13 @@ def _check_mux(stream: bytes, cuts: list[int], small: bool) -> None:
     with mock.patch.multiple(mux, MAX_RECV_FRAME=256 if small else mux.MAX_RECV_FRAME):
         got: list[tuple[int, bytes]] = []
         expected, broken = _reference_mux(stream, {1, 2})
-        trunk, _ = asyncio.run(_run_mux(_chunks(stream, cuts), lambda _: [
-            (1, lambda b: got.append((1, b)), None), (2, lambda b: got.append((2, b)), None)]))
+
+        def run() -> Mux:
+            got.clear()
+            return asyncio.run(_run_mux(_chunks(stream, cuts), lambda _: [
+                (1, lambda b: got.append((1, b)), None), (2, lambda b: got.append((2, b)), None)]))[0]
+
+        trunk = within_budget("Mux", run)
         reason = trunk.closed.result()
         assert reason.startswith("protocol error") == broken, reason
         assert got == expected

@@ -20,7 +20,7 @@ from nri_plugin.hooks import HookFeatures, Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
 from nri_plugin.runtimeconfig import VALID_EVENTS, ConfigError, parse_event_mask, subscription
 from nri_plugin.transport.ttrpc import Code, TTRPCError
-from tests.budget import cpu_budget
+from tests.budget import within_budget
 from tests.fakehost import FakeHost
 from tests.waits import wait_for
 
@@ -138,8 +138,7 @@ _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 def _subscribe(config: str) -> None:
     try:
-        with cpu_budget("NRI Configure subscription"):
-            mask = subscription(config, EVENTS, HANDLED)
+        mask = within_budget("NRI Configure subscription", subscription, config, EVENTS, HANDLED)
     except ConfigError:
         return
     assert mask and not mask & ~HANDLED          # never an event without a handler

@@ -28,7 +28,7 @@ from koordlet.reporters.xpu import (
     xpu_partitions,
 )
 from koordlet.states.node import NodeInfo
-from tests.budget import cpu_budget
+from tests.budget import within_budget
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = CrdSchemas.load(REPO_ROOT / "deploy" / "crds")
@@ -220,8 +220,7 @@ _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large]
 def _decode_and_build(doc) -> None:
     text = json.dumps(doc)
     try:
-        with cpu_budget("decode_device_infos"):
-            xpus = decode_device_infos(text)
+        xpus = within_budget("decode_device_infos", decode_device_infos, text)
     except DecodeError:
         return
     xpu_devices(xpus, NOW), xpu_labels(xpus), xpu_annotations(xpus)
