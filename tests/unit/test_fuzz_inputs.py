@@ -48,7 +48,7 @@ from koordlet.yamlfile import load_yaml
 from nri_plugin.transport import mux, ttrpc
 from nri_plugin.transport.mux import Mux, ProtocolError
 from nri_plugin.transport.ttrpc import Channel, Decoder
-from tests.budget import within_budget
+from tests.budget import file_budget, within_budget
 from tests.builders import pod_object
 
 _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
@@ -273,7 +273,8 @@ def _check_file(path: str, content: bytes) -> None:
     assert src.errors == [] and good.resource_qos.be.memory_qos.wmark_ratio == 77
     write(content)
     try:
-        doc, refused = within_budget("load_yaml", load_yaml, path, "fuzz", NodeSLOFileError), False
+        doc, refused = within_budget("load_yaml", load_yaml, path, "fuzz", NodeSLOFileError,
+                                     budget=file_budget(len(content))), False
     except NodeSLOFileError:
         doc, refused = None, True
     src.refresh()                                             # load_yaml (timed above) + the merge (timed alone)
@@ -444,7 +445,7 @@ def _check_pods_file(path: str, doc: Any, valid: list[dict[str, Any]], as_json: 
         with pytest.raises(PodsFileError, match="nested deeper"):
             load_pods_file(path)
         return
-    pods, errors = within_budget("load_pods_file", load_pods_file, path)
+    pods, errors = within_budget("load_pods_file", load_pods_file, path, budget=file_budget(os.path.getsize(path)))
     for obj in valid:                       # one bad entry never loses the others
         uid = obj["metadata"]["uid"]
         assert uid in pods and pods[uid].name == obj["metadata"]["name"]
