@@ -70,12 +70,16 @@ CHUNK = 64 * 1024         # a response is handed to the transport this much at a
 MAX_HEADERS = 100         # header lines (http.server's limit)
 EVENTS_DEFAULT = 100      # /events without ?limit
 EVENTS_MAX = 1024         # the executor's audit ring (executor.AUDIT_EVENTS; server may not import executor)
+MAX_BODY = 16 * 1024 * 1024   # bytes of a POST body (an extender filter call with full Node objects of 5,000 nodes)
+JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
 _DIGITS = re.compile(r"[0-9]{1,9}")   # ASCII only: str.isdigit() also takes '²' and other digits int() refuses
 
 
 # upstream's /events handler: (query string, Accept header) -> (status, content type, body, extra headers)
 EventsHandler = Callable[[str, str], tuple[int, str, bytes, tuple[tuple[str, str], ...]]]
+# a POST endpoint (the companion scheduler's extender verbs): request body -> (status, JSON body)
+PostHandler = Callable[[bytes], tuple[int, bytes]]
 
 
 class _BadRequest(Exception):
@@ -93,12 +97,13 @@ class _Request:
     version: str
     headers: dict[str, str]   # lower-case names; a repeated header's values joined with ", "
 
-    def keep_alive(self) -> bool:
+    def keep_alive(self, body_read: bool = False) -> bool:
         """HTTP/1.1 keeps the connection unless asked not to; 1.0 closes (no client we serve needs 1.0 keep-alive).
-        A request with a body closes too: it is not read, so the stream after it is not a request."""
+        A request with a body closes too unless the body was read (a POST endpoint's): otherwise the stream after
+        it is not a request."""
         tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
         has_body = "transfer-encoding" in self.headers or self.headers.get("content-length", "0").strip() != "0"
-        return self.version == "HTTP/1.1" and "close" not in tokens and not has_body
+        return self.version == "HTTP/1.1" and "close" not in tokens and (body_read or not has_body)
 
 
 @dataclass(frozen=True)
@@ -204,8 +209,8 @@ class HttpServer:
                  events: Callable[[int], list[dict[str, object]]] | None = None,
                  health: Callable[[], tuple[bool, str]] | None = None, *,
                  events_remote: bool = False, events_max: int = EVENTS_MAX,
-                 events_upstream: EventsHandler | None = None,
-                 idle_timeout: float = IDLE_TIMEOUT, write_timeout: float = WRITE_TIMEOUT,
+                 events_upstream: EventsHandler | None = None, posts: Mapping[str, PostHandler] | None = None,
+                 max_body: int = MAX_BODY, idle_timeout: float = IDLE_TIMEOUT, write_timeout: float = WRITE_TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS, workers: int = WORKERS) -> None:
         self._pages: dict[str, Collector] = (dict(metrics) if isinstance(metrics, Mapping)
                                              else {DEFAULT_PATH: metrics})
@@ -213,6 +218,7 @@ class HttpServer:
         self._health = health or (lambda: (True, "ok"))
         self._events_remote, self._events_max = events_remote, events_max
         self._events_upstream = events_upstream
+        self._posts, self._max_body = dict(posts or {}), max_body
         self._idle_timeout, self._write_timeout = idle_timeout, write_timeout
         self._max_connections = max(1, max_connections)
         self._sock = _reserved.pop(addr) if addr in _reserved else _listen(addr)
@@ -342,11 +348,21 @@ class HttpServer:
                     return
                 conn.waiting_since = None
                 path = urlsplit(request.target).path
+                body_read = False
                 if path in self._pages and request.method in ("GET", "HEAD"):
                     response = await self._metrics(path)
+                elif path in self._posts and request.method == "POST":
+                    try:
+                        async with asyncio.timeout(self._idle_timeout):
+                            body = await _read_body(reader, request, self._max_body)
+                    except _BadRequest as e:
+                        await self._write(writer, _Response(e.status, f"{e}\n".encode(), close=True), False)
+                        return
+                    body_read = True
+                    response = await loop.run_in_executor(self._pool, self._post, path, body)
                 else:
                     response = await loop.run_in_executor(self._pool, self._respond, request, conn.loopback)
-                keep = request.keep_alive() and not response.close
+                keep = request.keep_alive(body_read) and not response.close
                 if not keep:
                     response = _Response(response.status, response.body, response.ctype, True, response.headers)
                 await self._write(writer, response, head_only=request.method == "HEAD")
@@ -427,6 +443,16 @@ class HttpServer:
 
     # --- handlers (worker threads) ---------------------------------------------------------------------------
 
+    def _post(self, path: str, body: bytes) -> _Response:
+        try:
+            status, data = self._posts[path](body)
+        except Exception as e:   # a bug in a handler: one line per distinct failure, the client gets a 500
+            self._errors(path, "http handler failed path=%s error=%r", path, e)
+            return _Response(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error\n")
+        if self._errors.forget(path):
+            log.info("http handler recovered path=%s", path)
+        return _Response(HTTPStatus(status), data, JSON if status == 200 else TEXT)
+
     def _respond(self, request: _Request, loopback: bool) -> _Response:
         if request.method not in ("GET", "HEAD"):
             return _Response(HTTPStatus.METHOD_NOT_ALLOWED, b"only GET and HEAD\n", close=True,
@@ -505,6 +531,20 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
         key, value = name.lower(), value.strip()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return _Request(method, target, version if version == "HTTP/1.0" else "HTTP/1.1", headers)
+
+
+async def _read_body(reader: asyncio.StreamReader, request: _Request, most: int) -> bytes:
+    """A POST body of exactly Content-Length bytes (kube-scheduler's client always sends one); chunked bodies are
+    refused with 411, longer ones than ``most`` with 413."""
+    if "transfer-encoding" in request.headers:
+        raise _BadRequest(HTTPStatus.LENGTH_REQUIRED, "a Content-Length is required (chunked bodies are not read)")
+    raw = request.headers.get("content-length", "0").strip()
+    if not _DIGITS.fullmatch(raw):
+        raise _BadRequest(HTTPStatus.BAD_REQUEST, "bad Content-Length")
+    length = int(raw)
+    if length > most:
+        raise _BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body larger than {most} bytes")
+    return await reader.readexactly(length)
 
 
 def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

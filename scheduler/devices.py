@@ -24,7 +24,7 @@ from typing import Any
 from koordlet import decode, wire
 from koordlet.decode import DecodeError
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated, resource_name
-from scheduler.requests import GPU, value
+from scheduler.requests import value
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,7 @@ class NodeDevices:
         self.used_vfs: dict[str, dict[int, set[str]]] = {}
         self._pods: dict[str, dict[str, list[DeviceAllocation]]] = {}
         self.generation = 0                 # bumped on every change: summaries and memos key on it
+        self._fitting: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[int, int]] = {}
 
     @classmethod
     def build(cls, cr: Mapping[str, Any] | None, node: Mapping[str, Any] | None = None) -> NodeDevices:
@@ -273,7 +274,15 @@ class NodeDevices:
     def device(self, dtype: str, minor: int) -> DeviceInfo | None:
         return self.inventory.devices.get(dtype, {}).get(minor)
 
-    def whole_free(self, dtype: str = GPU) -> int:
-        """Devices of a type with nothing used: what a summary compares whole-card requests against."""
-        used = self.used_minors(dtype)
-        return sum(1 for m in self.inventory.total(dtype) if m not in used)
+    def fitting(self, dtype: str, per_device: Mapping[str, int]) -> int:
+        """How many devices of a type could take ``per_device`` each: the node summary filter checks before running
+        the allocator, remembered per (request, generation) since many pods ask the same."""
+        key = (dtype, tuple(sorted(per_device.items())))
+        known = self._fitting.get(key)
+        if known is not None and known[0] == self.generation:
+            return known[1]
+        n = sum(1 for f in self.free(dtype).values() if all(v <= f.get(k, 0) for k, v in per_device.items()))
+        if len(self._fitting) > 64:
+            self._fitting.clear()
+        self._fitting[key] = (self.generation, n)
+        return n

@@ -1,0 +1,266 @@
+"""The extender's view of the cluster, kept from watches: Nodes, Pods, Devices, NodeMetrics, NodeResourceTopologies.
+
+Per node it keeps what the plugins decide from, updated as events arrive, never rebuilt per request:
+
+* :class:`~scheduler.devices.NodeDevices`: the Device CR plus the ``device-allocated`` annotations of the pods
+  assigned to the node (koord-scheduler's device cache, so a restart of the extender loses nothing);
+* :class:`~scheduler.loadaware.NodeLoad` and the parsed NodeMetric (LoadAware);
+* :class:`~scheduler.numa.NumaUsage` and the parsed NRT (NodeNUMAResource).
+
+**Assumed pods.** kube-scheduler binds asynchronously: the next pod's filter can run before the watch shows the
+last bind. :meth:`ClusterCache.assume` counts a pod on its node at once (before the Binding is POSTed) and
+remembers it by UID; the pod's own watch event replaces the assumption with what the API server stored (the same
+annotations), :meth:`ClusterCache.forget` drops it when the POST fails, and an assumption the watch never confirms
+expires after ``assume_ttl`` seconds. Each node has a lock: bind re-runs the allocation and assumes under it, so
+two binds can never take the same share of a card.
+
+Thread model: the watch threads write, the HTTP worker threads read; one lock per node guards that node's state
+and ``_lock`` guards the maps themselves. Readers take a node's lock for the length of one node's decision.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from koordlet import kubeapi
+from koordlet.kubeapi import KubeApi
+from koordlet.states.watcher import Reflector
+from scheduler.devices import NodeDevices, parse_device
+from scheduler.loadaware import NodeLoad, NodeMetricView, parse_node_metric
+from scheduler.numa import NodeTopology, NumaUsage, parse_topology
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ASSUME_TTL = 30.0
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def pod_uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid", ""))
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in _TERMINAL
+
+
+def _assigned_at(pod: Mapping[str, Any]) -> float:
+    """When the pod was bound: its PodScheduled condition's time (LoadAware's assign time), else now."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "True":
+            stamp = c.get("lastTransitionTime")
+            if isinstance(stamp, str):
+                try:
+                    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+                except ValueError:
+                    break
+    return time.time()
+
+
+@dataclass
+class NodeState:
+    """Everything the plugins read of one node; guarded by ``lock``."""
+
+    name: str
+    node: dict[str, Any] | None = None
+    device_cr: dict[str, Any] | None = None
+    devices: NodeDevices = field(default_factory=NodeDevices)
+    metric: NodeMetricView | None = None
+    nrt: dict[str, Any] | None = None
+    topology: NodeTopology | None = None
+    numa: NumaUsage = field(default_factory=NumaUsage)
+    load: NodeLoad = field(default_factory=NodeLoad)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)     # uid -> assigned pod (or assumed)
+    since: dict[str, float] = field(default_factory=dict)             # uid -> when it was assigned here
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def count(self, pod: dict[str, Any], assigned_at: float) -> None:
+        uid = pod_uid(pod)
+        self.pods[uid] = pod
+        at = self.since.setdefault(uid, assigned_at)
+        self.devices.add_pod(pod)
+        self.numa.add(pod)
+        self.load.add(pod, at)
+
+    def uncount(self, uid: str) -> None:
+        self.since.pop(uid, None)
+        if self.pods.pop(uid, None) is None:
+            return
+        self.devices.remove(uid)
+        self.numa.remove(uid)
+        self.load.remove(uid)
+
+
+@dataclass
+class _Assumed:
+    node: str
+    deadline: float
+
+
+class ClusterCache:
+    """The per-node state plus the pods, fed by :meth:`on_node` & co. (the reflectors' handlers)."""
+
+    def __init__(self, *, assume_ttl: float = DEFAULT_ASSUME_TTL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, NodeState] = {}
+        self._pods: dict[str, dict[str, Any]] = {}          # uid -> every pod not terminated (pending ones too)
+        self._where: dict[str, str] = {}                    # uid -> node it is counted on
+        self._assumed: dict[str, _Assumed] = {}
+        self._assume_ttl, self._clock = assume_ttl, clock
+        self._reflectors: list[Reflector] = []
+
+    # --- reading ---------------------------------------------------------------------------------------------------
+
+    def node_names(self) -> list[str]:
+        with self._lock:
+            return list(self._nodes)
+
+    def get(self, name: str) -> NodeState | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def pod(self, uid: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._pods.get(uid)
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self._reflectors)
+
+    def _state(self, name: str) -> NodeState:
+        with self._lock:
+            state = self._nodes.get(name)
+            if state is None:
+                state = self._nodes[name] = NodeState(name)
+            return state
+
+    # --- watch handlers --------------------------------------------------------------------------------------------
+
+    def on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        if kind == "DELETED":
+            with self._lock:
+                self._nodes.pop(name, None)
+            return
+        state = self._state(name)
+        with state.lock:
+            state.node = obj
+            state.devices.set_inventory(parse_device(state.device_cr, obj))
+            state.topology = parse_topology(state.nrt, obj) if state.nrt is not None else None
+
+    def on_device(self, kind: str, obj: dict[str, Any]) -> None:
+        state = self._state(str((obj.get("metadata") or {}).get("name", "")))
+        with state.lock:
+            state.device_cr = None if kind == "DELETED" else obj
+            state.devices.set_inventory(parse_device(state.device_cr, state.node))
+
+    def on_node_metric(self, kind: str, obj: dict[str, Any]) -> None:
+        state = self._state(str((obj.get("metadata") or {}).get("name", "")))
+        metric = None
+        if kind != "DELETED":
+            try:
+                metric = parse_node_metric(obj)
+            except ValueError as e:
+                log.warning("nodemetric ignored node=%s error=%s", state.name, e)
+        with state.lock:
+            state.metric = metric
+
+    def on_nrt(self, kind: str, obj: dict[str, Any]) -> None:
+        state = self._state(str((obj.get("metadata") or {}).get("name", "")))
+        with state.lock:
+            state.nrt = None if kind == "DELETED" else obj
+            state.topology = parse_topology(state.nrt, state.node or {}) if state.nrt is not None else None
+
+    def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
+        uid = pod_uid(obj)
+        gone = kind == "DELETED" or _terminal(obj)
+        node = "" if gone else pod_node(obj)
+        with self._lock:
+            if gone:
+                self._pods.pop(uid, None)
+            else:
+                self._pods[uid] = obj
+            before = self._where.pop(uid, "")
+            if node:
+                self._where[uid] = node
+                self._assumed.pop(uid, None)        # the API server's copy replaces the assumption
+        if before and before != node:
+            old = self.get(before)
+            if old is not None:
+                with old.lock:
+                    old.uncount(uid)
+        if node:
+            state = self._state(node)
+            with state.lock:
+                state.count(obj, _assigned_at(obj))
+
+    # --- assumed pods ----------------------------------------------------------------------------------------------
+
+    def assume(self, state: NodeState, pod: dict[str, Any]) -> None:
+        """Count ``pod`` (already carrying its new nodeName and annotations) on its node now; the caller holds
+        ``state.lock``."""
+        uid = pod_uid(pod)
+        with self._lock:
+            self._assumed[uid] = _Assumed(state.name, self._clock() + self._assume_ttl)
+            self._where[uid] = state.name
+        state.count(pod, time.time())
+
+    def forget(self, uid: str) -> None:
+        """Drop an assumption (the Binding failed) unless the watch has confirmed the pod meanwhile."""
+        with self._lock:
+            assumed = self._assumed.pop(uid, None)
+            if assumed is None:
+                return
+            self._where.pop(uid, None)
+        state = self.get(assumed.node)
+        if state is not None:
+            with state.lock:
+                state.uncount(uid)
+
+    def expire(self) -> int:
+        """Forget assumptions older than the TTL that no watch event confirmed; returns how many."""
+        now = self._clock()
+        with self._lock:
+            stale = [uid for uid, a in self._assumed.items() if a.deadline <= now]
+        for uid in stale:
+            log.warning("assumed pod expired uid=%s: its binding was never seen", uid)
+            self.forget(uid)
+        return len(stale)
+
+    @property
+    def assumed(self) -> int:
+        with self._lock:
+            return len(self._assumed)
+
+    # --- running the watches ---------------------------------------------------------------------------------------
+
+    def watch(self, api: KubeApi, stop: threading.Event) -> list[threading.Thread]:
+        """Start one reflector thread per resource; ``synced`` turns true when each has listed once."""
+        self._reflectors = [
+            Reflector(api, kubeapi.NODES, self.on_node),
+            Reflector(api, kubeapi.DEVICES, self.on_device),
+            Reflector(api, kubeapi.NODE_METRICS, self.on_node_metric),
+            Reflector(api, kubeapi.NODE_RESOURCE_TOPOLOGIES, self.on_nrt),
+            Reflector(api, kubeapi.PODS, self.on_pod,
+                      query={"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}),
+        ]
+        threads = []
+        for r in self._reflectors:
+            t = threading.Thread(target=r.run, args=(stop,), name=f"watch-{r.what}", daemon=True)
+            t.start()
+            threads.append(t)
+        return threads
+
+    def stop(self) -> None:
+        for r in self._reflectors:
+            r.stop()

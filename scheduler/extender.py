@@ -1,0 +1,323 @@
+"""The four extender verbs kube-scheduler calls: filter, prioritize, bind, preempt.
+
+Wire facts: reference/scheduler.md §8 (both sections). Keys are capitalized Go field names; with
+``nodeCacheCapable`` only ``NodeNames`` travel and the answer names only nodes that were sent (a name that was
+not sent is an error on kube's side; both lists null means "no node fits", so the list is always written).
+
+Decisions, per node, from the cache (:mod:`scheduler.cache`) and the plugins:
+
+* **DeviceShare** (:mod:`scheduler.allocator`): filter runs the allocator unscored (device order by minor), bind
+  re-runs it scored, as koord-scheduler's Filter and Reserve do; a pod whose request is invalid, or a node with
+  none of the device type, is *unresolvable* (preemption cannot help). Per-node summaries (whole cards that fit
+  the per-card request, keyed on the node's generation) reject most nodes before the allocator runs.
+* **LoadAware** (:mod:`scheduler.loadaware`) and **NodeNUMAResource** (:mod:`scheduler.numa`).
+
+Scores: each plugin gives 0..100 (DeviceShare normalized over the candidates, as kube's DefaultNormalizeScore);
+their weighted mean is the node's score, sent as 0..10 (``MaxExtenderPriority``); kube multiplies it by the
+extender's weight × 10.
+
+**Bind** is where the pod's annotations are written, atomically with the binding: under the node's lock the
+allocation is re-run against the cache (which includes pods assumed by earlier binds), the pod is assumed, the lock
+is released, and one Binding carrying ``device-allocated`` and ``resource-status`` in its metadata is POSTed (the
+API server merges them into the pod in the same update that sets ``nodeName``). If the allocation no longer fits,
+or the POST fails, bind answers an error and kube retries the pod: a race costs a retry, never a card shared twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from koordlet import wire
+from scheduler.allocator import AllocationFailure, Allocator
+from scheduler.annotations import format_device_allocated
+from scheduler.cache import ClusterCache, NodeState, pod_uid
+from scheduler.loadaware import LoadAware, LoadAwareArgs
+from scheduler.numa import NodeNUMAResource, NumaArgs, NumaResult, Verdict
+from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
+
+log = logging.getLogger(__name__)
+
+MAX_EXTENDER_PRIORITY = 10
+NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
+UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
+
+# (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.kubeapi.ApiError)
+Binder = Callable[[str, str, str, str, Mapping[str, str]], None]
+
+
+@dataclass(frozen=True)
+class PluginWeights:
+    """How much each plugin counts in the node's score (koord-scheduler's profile gives each weight 1)."""
+
+    device_share: int = 1
+    load_aware: int = 1
+    node_numa_resource: int = 1
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    strategy: str = "LeastAllocated"
+    device_weights: Mapping[str, int] | None = None
+    load_aware: LoadAwareArgs = field(default_factory=LoadAwareArgs)
+    numa: NumaArgs = field(default_factory=NumaArgs)
+    weights: PluginWeights = field(default_factory=PluginWeights)
+    assume_ttl: float = 30.0
+
+
+@dataclass
+class Verdicts:
+    """One filter pass: the nodes that fit and why the others do not."""
+
+    fits: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+def _names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | None]:
+    """The candidate node names, and the full Node objects when kube sent them (not nodeCacheCapable)."""
+    names = args.get("NodeNames")
+    if names is not None:
+        return [str(n) for n in names], None
+    items = [n for n in ((args.get("Nodes") or {}).get("items") or []) if isinstance(n, dict)]
+    return [str((n.get("metadata") or {}).get("name", "")) for n in items], items
+
+
+class Extender:
+    """The verbs over one cache; thread-safe (kube-scheduler calls prioritize in parallel with other verbs)."""
+
+    def __init__(self, cache: ClusterCache, config: ExtenderConfig | None = None,
+                 binder: Binder | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self.cache = cache
+        self.config = config or ExtenderConfig()
+        self.allocator = Allocator(self.config.strategy, self.config.device_weights)
+        self.load_aware = LoadAware(self.config.load_aware)
+        self.numa = NodeNUMAResource(self.config.numa)
+        self._binder = binder
+        self._clock = clock
+
+    # --- decisions (shared with the simulator) ---------------------------------------------------------------------
+
+    def check(self, pod: Mapping[str, Any], names: list[str]) -> Verdicts:
+        """Filter: which of ``names`` can take the pod."""
+        out = Verdicts()
+        try:
+            request = pod_device_request(pod)
+        except RequestError as e:
+            out.unresolvable = dict.fromkeys(names, str(e))
+            return out
+        now = self._clock()
+        for name in names:
+            state = self.cache.get(name)
+            if state is None or state.node is None:
+                out.failed[name] = UNKNOWN_NODE
+                continue
+            with state.lock:
+                reason, unresolvable = self._check_node(pod, request, state, now)
+            if reason is None:
+                out.fits.append(name)
+            elif unresolvable:
+                out.unresolvable[name] = reason
+            else:
+                out.failed[name] = reason
+        return out
+
+    def _check_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, state: NodeState,
+                    now: float) -> tuple[str | None, bool]:
+        assert state.node is not None
+        if request:
+            quick = _summary_reject(state, request)
+            if quick is not None:
+                return quick, False
+            try:
+                self.allocator.allocate(state.devices, request)
+            except AllocationFailure as e:
+                return e.reason, e.unresolvable
+        verdict = self.numa.filter(pod, state.topology, state.numa)
+        if verdict is not None:
+            return verdict.reason, verdict.unresolvable
+        reason = self.load_aware.filter(pod, state.node, state.metric, state.load, now)
+        if reason is not None:
+            return reason, False
+        return None, False
+
+    def scores(self, pod: Mapping[str, Any], names: list[str]) -> dict[str, float]:
+        """Prioritize: each node's weighted plugin score, 0..100."""
+        try:
+            request = pod_device_request(pod)
+        except RequestError:
+            request = PodDeviceRequest({})
+        w = self.config.weights
+        now = self._clock()
+        raw_device: dict[str, int] = {}
+        partial: dict[str, tuple[float, int]] = {}
+        for name in names:
+            state = self.cache.get(name)
+            if state is None or state.node is None:
+                partial[name] = (0.0, 0)
+                continue
+            with state.lock:
+                if request:
+                    raw_device[name] = self.allocator.score(state.devices, request)
+                total = w.load_aware * self.load_aware.score(pod, state.node, state.metric, state.load, now)
+                total += w.node_numa_resource * self.numa.score(pod, state.node, state.topology, state.numa)
+            partial[name] = (float(total), w.load_aware + w.node_numa_resource)
+        top = max(raw_device.values(), default=0)
+        out = {}
+        for name, (total, weight) in partial.items():
+            if request and name in raw_device:
+                total += w.device_share * (raw_device[name] * 100 / top if top else 0)
+                weight += w.device_share
+            out[name] = total / weight if weight else 0.0
+        return out
+
+    # --- the verbs (JSON in, JSON out) -----------------------------------------------------------------------------
+
+    def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        names, nodes = _names(args)
+        if not self.cache.synced:
+            return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                    "Error": NOT_SYNCED}
+        verdicts = self.check(args.get("Pod") or {}, names)
+        result: dict[str, Any] = {"Nodes": None, "NodeNames": verdicts.fits, "FailedNodes": verdicts.failed,
+                                  "FailedAndUnresolvableNodes": verdicts.unresolvable, "Error": ""}
+        if nodes is not None:
+            keep = set(verdicts.fits)
+            result["NodeNames"] = None
+            result["Nodes"] = {"metadata": {}, "items": [n for n in nodes
+                                                          if (n.get("metadata") or {}).get("name") in keep]}
+        return result
+
+    def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+        names, _ = _names(args)
+        scores = self.scores(args.get("Pod") or {}, names)
+        return [{"Host": n, "Score": round(scores.get(n, 0.0) * MAX_EXTENDER_PRIORITY / 100)} for n in names]
+
+    def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        namespace, name = str(args.get("PodNamespace", "")), str(args.get("PodName", ""))
+        uid, node = str(args.get("PodUID", "")), str(args.get("Node", ""))
+        error = self.bind_pod(namespace, name, uid, node)
+        return {"Error": error or ""}
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> str | None:
+        """Allocate under the node's lock, assume, POST the Binding; the error text, or None when bound."""
+        pod = self.cache.pod(uid)
+        if pod is None:
+            return f"pod {namespace}/{name} (uid {uid}) is not in the extender's cache"
+        state = self.cache.get(node)
+        if state is None or state.node is None:
+            return f"node {node}: {UNKNOWN_NODE}"
+        with state.lock:
+            try:
+                annotations = self.reserve(pod, state)
+            except AllocationFailure as e:
+                log.info("bind refused pod=%s/%s node=%s reason=%s", namespace, name, node, e.reason)
+                return f"pod {namespace}/{name} no longer fits node {node}: {e.reason}"
+            bound = _bound_copy(pod, node, annotations)
+            self.cache.assume(state, bound)
+        if self._binder is None:
+            return None
+        try:
+            self._binder(namespace, name, uid, node, annotations)
+        except Exception as e:     # ApiError, or anything else: the assumption must not outlive a failed bind
+            self.cache.forget(uid)
+            log.warning("bind failed pod=%s/%s node=%s error=%s", namespace, name, node, e)
+            return f"binding pod {namespace}/{name} to {node}: {e}"
+        log.info("bound pod=%s/%s node=%s annotations=%s", namespace, name, node, ",".join(sorted(annotations)))
+        return None
+
+    def reserve(self, pod: Mapping[str, Any], state: NodeState) -> dict[str, str]:
+        """The annotations the pod gets on this node (caller holds the node's lock); AllocationFailure if none."""
+        annotations: dict[str, str] = {}
+        try:
+            request = pod_device_request(pod)
+        except RequestError as e:
+            raise AllocationFailure(str(e), unresolvable=True) from None
+        if request:
+            result = self.allocator.allocate(state.devices, request, scored=True)
+            annotations[wire.ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(result, state.devices)
+        numa = self.numa.allocate(pod, state.topology, state.numa)
+        if isinstance(numa, Verdict):
+            raise AllocationFailure(numa.reason, numa.unresolvable)
+        if isinstance(numa, NumaResult):
+            annotations.update(self.numa.annotations(pod, numa))
+        return annotations
+
+    def preempt(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep only nodes where evicting the victims (plus lower-priority device holders if needed) frees what
+        the pod's devices need; a node where even that is not enough is dropped, so kube never evicts for nothing."""
+        pod = args.get("Pod") or {}
+        meta_victims = args.get("NodeNameToMetaVictims")
+        if meta_victims is None:
+            full = args.get("NodeNameToVictims") or {}
+            meta_victims = {n: {"Pods": [{"UID": pod_uid(p)} for p in (v or {}).get("Pods") or []],
+                                "NumPDBViolations": (v or {}).get("NumPDBViolations", 0)}
+                            for n, v in full.items()}
+        try:
+            request = pod_device_request(pod)
+        except RequestError:
+            return {"NodeNameToMetaVictims": {}}
+        out: dict[str, Any] = {}
+        for node, victims in meta_victims.items():
+            uids = [str(p.get("UID", "")) for p in (victims or {}).get("Pods") or [] if isinstance(p, dict)]
+            chosen = self._victims(pod, request, str(node), uids)
+            if chosen is not None:
+                out[node] = {"Pods": [{"UID": u} for u in chosen],
+                             "NumPDBViolations": (victims or {}).get("NumPDBViolations", 0)}
+        return {"NodeNameToMetaVictims": out}
+
+    def _victims(self, pod: Mapping[str, Any], request: PodDeviceRequest, node: str,
+                 uids: list[str]) -> list[str] | None:
+        state = self.cache.get(node)
+        if state is None:
+            return None
+        if not request:
+            return uids
+        priority = int((pod.get("spec") or {}).get("priority") or 0)
+        with state.lock:
+            held = {u: state.pods[u] for u in uids if u in state.pods}
+            extra = sorted((p for u, p in state.pods.items() if u not in held and state.devices.holds(u)
+                            and int((p.get("spec") or {}).get("priority") or 0) < priority),
+                           key=lambda p: int((p.get("spec") or {}).get("priority") or 0))
+            removed: list[tuple[str, dict[str, Any]]] = []
+            try:
+                for u, p in held.items():
+                    removed.append((u, p))
+                    state.devices.remove(u)
+                chosen = list(uids)
+                while True:
+                    try:
+                        self.allocator.allocate(state.devices, request)
+                        return chosen
+                    except AllocationFailure as e:
+                        if e.unresolvable or not extra:
+                            return None
+                    victim = extra.pop(0)
+                    u = pod_uid(victim)
+                    removed.append((u, victim))
+                    state.devices.remove(u)
+                    chosen.append(u)
+            finally:
+                for _, p in removed:
+                    state.devices.add_pod(p)
+
+
+def _bound_copy(pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+    """The pod as the API server will store it after the Binding: nodeName set, annotations merged."""
+    meta = dict(pod.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    return {**pod, "metadata": meta, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+
+
+def _summary_reject(state: NodeState, request: PodDeviceRequest) -> str | None:
+    """Reject without the allocator when too few GPUs could take one card's share (plain requests only: hints,
+    joint allocation and partitions may change which cards count, so those go to the allocator)."""
+    gpu = request.gpu
+    if gpu is None or request.hints or request.joint or request.partition or request.designated:
+        return None
+    if state.devices.fitting("gpu", gpu.per_gpu) < gpu.count:
+        return "Insufficient gpu devices"
+    return None

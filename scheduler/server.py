@@ -1,0 +1,85 @@
+"""The extender's HTTP endpoints on the agent's server (:class:`koordlet.server.HttpServer`: one asyncio loop,
+deadlines, bounded connections, keep-alive): POST ``<prefix>/filter|prioritize|bind|preempt`` with kube's JSON,
+GET ``/healthz``, ``/readyz`` (caches synced) and ``/metrics``.
+
+A body that is not JSON, or not an object, is answered 400 (kube counts any status but 200 as the extender's
+error); a verb that raises is a 500 with one log line, and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from koordlet.server import HttpServer, PostHandler
+from scheduler.extender import Extender
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFIX = "/scheduler"
+VERBS = ("filter", "prioritize", "bind", "preempt")
+
+
+class ExtenderMetrics:
+    """Per-verb latency and outcomes (``koord_scheduler_extender_*``)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram("koord_scheduler_extender_request_duration_seconds",
+                                 "Time to answer one extender call, by verb", ["verb"], registry=self.registry,
+                                 buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.errors = Counter("koord_scheduler_extender_errors_total",
+                              "Extender calls answered with an error, by verb", ["verb"], registry=self.registry)
+        self.bindings = Counter("koord_scheduler_extender_bindings_total", "Binding attempts by result",
+                                ["result"], registry=self.registry)
+
+
+def handlers(extender: Extender, metrics: ExtenderMetrics, prefix: str = DEFAULT_PREFIX) -> dict[str, PostHandler]:
+    """path -> handler for the four verbs."""
+    calls: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
+        "filter": extender.filter, "prioritize": extender.prioritize,
+        "bind": extender.bind, "preempt": extender.preempt}
+
+    def handler(verb: str) -> PostHandler:
+        call = calls[verb]
+
+        def handle(body: bytes) -> tuple[int, bytes]:
+            start = time.perf_counter()
+            try:
+                args = json.loads(body)
+            except ValueError as e:
+                metrics.errors.labels(verb).inc()
+                return 400, f"{verb}: the body is not JSON: {e}\n".encode()
+            if not isinstance(args, dict):
+                metrics.errors.labels(verb).inc()
+                return 400, f"{verb}: the body is not a JSON object\n".encode()
+            result = call(args)
+            if isinstance(result, dict) and result.get("Error"):
+                metrics.errors.labels(verb).inc()
+            if verb == "bind":
+                metrics.bindings.labels("error" if result.get("Error") else "bound").inc()
+            metrics.latency.labels(verb).observe(time.perf_counter() - start)
+            return 200, json.dumps(result, separators=(",", ":")).encode()
+
+        return handle
+
+    base = prefix.rstrip("/")
+    return {f"{base}/{verb}": handler(verb) for verb in VERBS}
+
+
+def serve(extender: Extender, addr: tuple[str, int], prefix: str = DEFAULT_PREFIX,
+          metrics: ExtenderMetrics | None = None) -> HttpServer:
+    """Start serving (in a background thread) and return the server."""
+    metrics = metrics or ExtenderMetrics()
+
+    def ready() -> tuple[bool, str]:
+        return (True, "ok") if extender.cache.synced else (False, "caches not synced yet")
+
+    server = HttpServer(addr, metrics.registry, ready, posts=handlers(extender, metrics, prefix), workers=8)
+    server.start()
+    return server
