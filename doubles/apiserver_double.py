@@ -12,7 +12,8 @@ What it models:
   events are built in), namespaced or cluster-scoped, served under ``/api/v1`` or
   ``/apis/<group>/<version>``: GET, LIST (field and label selectors, ``limit``/``continue``),
   POST, PUT, PATCH (merge, JSON and -- built-ins only -- strategic merge), DELETE, the ``status``
-  subresource and the pods ``eviction`` subresource.
+  subresource and the pods ``eviction`` and ``binding`` subresources. :meth:`ApiServerDouble.serve_koordinator_crds`
+  installs the custom resources a Koordinator scheduler watches.
 * **Optimistic concurrency** like etcd: one global, monotonically increasing resourceVersion; a
   write carrying a stale one is a 409 ``Conflict``; an update that changes nothing is not a write.
 * **Watch** streams with bookmarks, timeouts and a bounded event history; resuming from a
@@ -421,6 +422,19 @@ class ApiServerDouble:
             selectable_fields=frozenset(selectable_fields),
         ))
 
+    def serve_koordinator_crds(self) -> tuple[Resource, Resource, Resource]:
+        """Serve the node reports a Koordinator scheduler watches, as their CRDs in deploy/crds declare them:
+        Device (``scheduling.koordinator.sh/v1alpha1``), NodeMetric (``slo.koordinator.sh/v1alpha1``, status
+        subresource) and NodeResourceTopology (``topology.node.k8s.io/v1alpha1``), all cluster-scoped; in that
+        order."""
+        return (
+            self.resource("scheduling.koordinator.sh", "v1alpha1", "devices", "Device", namespaced=False),
+            self.resource("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", namespaced=False,
+                          status_subresource=True),
+            self.resource("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", "NodeResourceTopology",
+                          namespaced=False),
+        )
+
     def route(self, method: str, pattern: str, handler: Handler) -> None:
         """Register ``handler`` for ``method`` on paths fully matching ``pattern``.
 
@@ -585,6 +599,9 @@ class ApiServerDouble:
         elif subresource == "eviction" and (resource.group, resource.plural) == ("", "pods"):
             if method == "POST":
                 return self._evict(resource, collection, namespace, name, _json_body(request))
+        elif subresource == "binding" and (resource.group, resource.plural) == ("", "pods"):
+            if method == "POST":
+                return self._bind(resource, collection, namespace, name, _json_body(request))
         else:
             raise _error(404, "the server could not find the requested resource")
         raise _error(405, "the server does not allow this method on the requested resource")
@@ -758,6 +775,69 @@ class ApiServerDouble:
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201,
         })
 
+    def _bind(
+        self,
+        resource: Resource,
+        collection: str,
+        namespace: str | None,
+        name: str,
+        binding: dict[str, Any],
+    ) -> _Reply:
+        """POST pods/{name}/binding as BindingREST does it: one storage update sets ``spec.nodeName``, merges the
+        Binding's ``metadata.annotations`` onto the pod and sets ``PodScheduled`` True, so a watcher sees all three
+        in one MODIFIED event (what lets a scheduler write allocation annotations atomically with the binding).
+
+        The Binding's uid and resourceVersion are preconditions on the pod (409 on pods, like an update's); a pod
+        that is being deleted, already assigned or still gated is a 409 on pods/binding with upstream's text.
+        """
+        if binding.get("kind", "Binding") != "Binding" or binding.get("apiVersion", "v1") != "v1":
+            raise _error(400, f"the object provided is {binding.get('apiVersion')}, Kind={binding.get('kind')}; "
+                              "this endpoint serves v1, Kind=Binding")
+        metadata = binding.get("metadata") or {}
+        if metadata.get("name", name) != name:
+            raise _error(400, "name in URL does not match name in Binding object")
+        _check_namespace(resource, namespace, dict(metadata))
+        target = binding.get("target") or {}
+        invalid = []
+        if target.get("kind") not in (None, "", "Node"):
+            invalid.append(f'target.kind: Unsupported value: "{target["kind"]}": supported values: "Node", "<empty>"')
+        if not target.get("name"):
+            invalid.append("target.name: Required value")
+        if invalid:
+            # ValidatePodBinding's errors reach the client as a plain (non-API) error: a 500 without a reason.
+            raise _error(500, invalid[0] if len(invalid) == 1 else "[" + ", ".join(invalid) + "]", reason="")
+        binding_conflict = {"name": name, "kind": "pods/binding"}
+        with self._cond:
+            current = self.objects.get((collection, name))
+            if current is None:
+                raise _not_found(resource, name)
+            current_meta = current["metadata"]
+            for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                wanted, actual = metadata.get(field), current_meta.get(field)
+                if wanted and wanted != actual:
+                    raise _conflict(resource, name, f"Precondition failed: {label} in precondition: {wanted}, "
+                                                    f"{label} in object meta: {actual}")
+            spec = current.get("spec") or {}
+            why = None
+            if current_meta.get("deletionTimestamp"):
+                why = f"pod {name} is being deleted, cannot be assigned to a host"
+            elif spec.get("nodeName"):
+                why = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            elif spec.get("schedulingGates"):
+                why = f"pod {name} has non-empty .spec.schedulingGates"
+            if why is not None:
+                raise _error(409, f'Operation cannot be fulfilled on pods/binding "{name}": {why}',
+                             details=binding_conflict)
+            updated = copy.deepcopy(current)
+            updated.setdefault("spec", {})["nodeName"] = target["name"]
+            if metadata.get("annotations"):
+                updated["metadata"].setdefault("annotations", {}).update(metadata["annotations"])
+            _set_pod_condition(updated.setdefault("status", {}), "PodScheduled", "True")
+            self._commit(collection, updated, resource, namespace)
+        return _Reply(201, {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201,
+        })
+
     def _run_validation(self, resource: Resource, obj: dict[str, Any]) -> None:
         if self._validate is None or not resource.custom:
             return
@@ -913,6 +993,21 @@ def _set_server_fields(obj: dict[str, Any], resource: Resource | None, namespace
     if resource is not None:
         obj["kind"] = resource.kind
         obj["apiVersion"] = resource.api_version
+
+
+def _set_pod_condition(status: dict[str, Any], kind: str, value: str) -> None:
+    """podutil.UpdatePodCondition: the condition replaces any of its type; lastTransitionTime moves only when the
+    status changes (lastProbeTime is the zero time, null on the wire)."""
+    conditions = status.setdefault("conditions", [])
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
+    for i, old in enumerate(conditions):
+        if old.get("type") == kind:
+            if old.get("status") == value:
+                condition["lastTransitionTime"] = old.get("lastTransitionTime")
+            conditions[i] = condition
+            return
+    conditions.append(condition)
 
 
 def _merge_write(

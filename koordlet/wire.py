@@ -82,6 +82,8 @@ LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
 LABEL_GPU_PARTITION_POLICY = "node.koordinator.sh/gpu-partition-policy"
+# Beyond upstream: a device label on a GPU in MIG mode ("enabled"), so a scheduler does not offer it as whole cards
+LABEL_GPU_MIG = "node.koordinator.sh/gpu-mig"
 PARTITION_POLICY_HONOR, PARTITION_POLICY_PREFER = "Honor", "Prefer"
 GPU_VENDOR_NVIDIA = "nvidia"
 ANNOTATION_GPU_PARTITIONS = "scheduling.koordinator.sh/gpu-partitions"

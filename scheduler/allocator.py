@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated
+from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from scheduler.devices import DeviceInfo, NodeDevices, Partition, PartitionIndex, mask_of
 from scheduler.requests import (
     APPLY_FOR_ALL,
@@ -42,6 +42,7 @@ from scheduler.requests import (
     DeviceHint,
     GpuRequirements,
     PodDeviceRequest,
+    value,
 )
 
 LEAST_ALLOCATED, MOST_ALLOCATED = "LeastAllocated", "MostAllocated"
@@ -164,11 +165,15 @@ class Allocator:
         """The pod's devices on this node (GPU entries with memory and ratio filled in, no ids yet); raises
         AllocationFailure. ``scored``: order candidate devices by the scorer (bind) rather than by minor
         (filter); ``numa_nodes``: only devices on these NUMA nodes (the NUMA filter's trial)."""
-        if request.designated:
-            return self._designated(nd, request)
         ctx = self._prepare(nd, request, self.scorer if scored else None, numa_nodes)
-        result: Allocations = {}
         joint = request.joint
+        if (not scored and joint is not None and joint.device_types and nd.inventory.secondary_well_planned
+                and not (request.gpu is not None and request.gpu.shared)):
+            # the CR says every GPU has its NIC planned beside it: the filter trial checks the primary type only,
+            # bind allocates the rest (koord-scheduler skips secondaries outside Reserve the same way)
+            for dtype in joint.device_types[1:]:
+                ctx.per_instance.pop(dtype, None)
+        result: Allocations = {}
         if len(ctx.per_instance) > 1 and joint is not None and joint.device_types:
             result = self._joint(ctx)
         for dtype in ctx.per_instance:
@@ -196,9 +201,10 @@ class Allocator:
         per_instance: dict[str, Resources] = {}
         counts: dict[str, int] = {}
         for dtype, req in request.requests.items():
-            total = nd.inventory.total(dtype)
-            if not total:
+            # a node with devices of the type that are all unhealthy still "has" them (resolvable), as upstream
+            if not nd.inventory.devices.get(dtype):
                 raise AllocationFailure(f"Insufficient {dtype} devices", unresolvable=True)
+            total = nd.inventory.total(dtype)
             hint = request.hints.get(dtype)
             if dtype == GPU and request.gpu is not None:
                 per_instance[dtype], counts[dtype] = request.gpu.per_gpu, request.gpu.count
@@ -357,26 +363,6 @@ class Allocator:
         if len(out) < count:
             raise AllocationFailure(f"Insufficient {dtype} devices")
         return out
-
-    # --- a pod that names its devices already ----------------------------------------------------------------------
-
-    @staticmethod
-    def _designated(nd: NodeDevices, request: PodDeviceRequest) -> Allocations:
-        try:
-            designated = parse_device_allocated(request.designated)
-        except ValueError as e:
-            raise AllocationFailure(str(e), unresolvable=True) from None
-        for dtype, entries in designated.items():
-            free = nd.free(dtype)
-            for a in entries:
-                want = {k: _ceil(v) for k, v in a.resources.items()}
-                if a.minor not in free or not _fits(want, free[a.minor]):
-                    raise AllocationFailure(f"Insufficient {dtype} devices")
-        return designated
-
-
-def _ceil(v: Fraction) -> int:
-    return -((-v.numerator) // v.denominator)
 
 
 def _default_count(nd: NodeDevices, dtype: str, req: Resources, hint: DeviceHint | None,
@@ -583,8 +569,8 @@ def fill_gpu_memory(result: Allocations, nd: NodeDevices) -> Allocations:
         card = totals.get(a.minor, {}).get(MEMORY, 0)
         if MEMORY in res and RATIO not in res and card:
             # upstream converts through float64 and truncates: int64(float64(bytes)/float64(total)*100)
-            res[RATIO] = Fraction(int(float(_ceil(res[MEMORY])) / float(card) * 100))
+            res[RATIO] = Fraction(int(float(value(res[MEMORY])) / float(card) * 100))
         elif RATIO in res and MEMORY not in res:
-            res[MEMORY] = Fraction(_ceil(res[RATIO]) * card // 100)
+            res[MEMORY] = Fraction(value(res[RATIO]) * card // 100)
         filled.append(DeviceAllocation(a.type, a.minor, a.id, res, a.vfs))
     return {**result, GPU: filled}

@@ -17,7 +17,7 @@ from typing import Any
 from koordlet.quantity import format_bytes, format_milli
 from koordlet.states.deviceallocation import DeviceAllocation
 from scheduler.devices import NodeDevices
-from scheduler.requests import MEMORY
+from scheduler.requests import MEMORY, value
 
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -31,7 +31,7 @@ def go_json(value: Any) -> str:
 
 
 def quantity(name: str, v: Fraction) -> str:
-    n = -((-v.numerator) // v.denominator)
+    n = value(v)
     return format_bytes(n) if name == MEMORY else format_milli(n * 1000)
 
 

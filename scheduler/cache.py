@@ -31,13 +31,13 @@ from typing import Any
 from koordlet import kubeapi
 from koordlet.kubeapi import KubeApi
 from koordlet.states.watcher import Reflector
+from scheduler.config import ExtenderConfig
 from scheduler.devices import NodeDevices, parse_device
-from scheduler.loadaware import NodeLoad, NodeMetricView, parse_node_metric
+from scheduler.loadaware import LoadAware, NodeLoad, NodeMetricView, parse_node_metric
 from scheduler.numa import NodeTopology, NumaUsage, parse_topology
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ASSUME_TTL = 30.0
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -71,6 +71,7 @@ class NodeState:
     """Everything the plugins read of one node; guarded by ``lock``."""
 
     name: str
+    load: NodeLoad
     node: dict[str, Any] | None = None
     device_cr: dict[str, Any] | None = None
     devices: NodeDevices = field(default_factory=NodeDevices)
@@ -78,7 +79,6 @@ class NodeState:
     nrt: dict[str, Any] | None = None
     topology: NodeTopology | None = None
     numa: NumaUsage = field(default_factory=NumaUsage)
-    load: NodeLoad = field(default_factory=NodeLoad)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)     # uid -> assigned pod (or assumed)
     since: dict[str, float] = field(default_factory=dict)             # uid -> when it was assigned here
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -109,14 +109,16 @@ class _Assumed:
 class ClusterCache:
     """The per-node state plus the pods, fed by :meth:`on_node` & co. (the reflectors' handlers)."""
 
-    def __init__(self, *, assume_ttl: float = DEFAULT_ASSUME_TTL,
+    def __init__(self, config: ExtenderConfig | None = None, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config or ExtenderConfig()
+        self.load_aware = LoadAware(self.config.load_aware)
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeState] = {}
         self._pods: dict[str, dict[str, Any]] = {}          # uid -> every pod not terminated (pending ones too)
         self._where: dict[str, str] = {}                    # uid -> node it is counted on
         self._assumed: dict[str, _Assumed] = {}
-        self._assume_ttl, self._clock = assume_ttl, clock
+        self._assume_ttl, self._clock = self.config.assume_ttl, clock
         self._reflectors: list[Reflector] = []
 
     # --- reading ---------------------------------------------------------------------------------------------------
@@ -141,7 +143,7 @@ class ClusterCache:
         with self._lock:
             state = self._nodes.get(name)
             if state is None:
-                state = self._nodes[name] = NodeState(name)
+                state = self._nodes[name] = NodeState(name, NodeLoad(self.load_aware))
             return state
 
     # --- watch handlers --------------------------------------------------------------------------------------------

@@ -77,8 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    cache = ClusterCache(assume_ttl=cfg.assume_ttl)
-    extender = Extender(cache, cfg, make_binder(api))
+    cache = ClusterCache(cfg)
+    extender = Extender(cache, make_binder(api))
     cache.watch(api, stop)
     server = serve(extender, addr, args.prefix)
     log.info("extender serving address=%s prefix=%s strategy=%s", args.address, args.prefix, cfg.strategy)

@@ -16,16 +16,37 @@ names it, never ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from koordlet.yamlfile import load_yaml
 from scheduler.allocator import LEAST_ALLOCATED, MOST_ALLOCATED
-from scheduler.extender import ExtenderConfig, PluginWeights
 from scheduler.loadaware import LoadAwareArgs
 from scheduler.numa import NumaArgs
 
 _TOP = ("deviceShare", "loadAware", "nodeNUMAResource", "pluginWeights", "assumeTTLSeconds")
 STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED)
+
+
+@dataclass(frozen=True)
+class PluginWeights:
+    """How much each plugin counts in the node's score (koord-scheduler's profile gives each weight 1)."""
+
+    device_share: int = 1
+    load_aware: int = 1
+    node_numa_resource: int = 1
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    """The parsed configuration file."""
+
+    strategy: str = "LeastAllocated"
+    device_weights: Mapping[str, int] | None = None
+    load_aware: LoadAwareArgs = field(default_factory=LoadAwareArgs)
+    numa: NumaArgs = field(default_factory=NumaArgs)
+    weights: PluginWeights = field(default_factory=PluginWeights)
+    assume_ttl: float = 30.0
 
 
 class ConfigError(ValueError):

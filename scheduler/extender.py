@@ -35,8 +35,7 @@ from koordlet import wire
 from scheduler.allocator import AllocationFailure, Allocator
 from scheduler.annotations import format_device_allocated
 from scheduler.cache import ClusterCache, NodeState, pod_uid
-from scheduler.loadaware import LoadAware, LoadAwareArgs
-from scheduler.numa import NodeNUMAResource, NumaArgs, NumaResult, Verdict
+from scheduler.numa import NodeNUMAResource, NumaResult, Verdict
 from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
 
 log = logging.getLogger(__name__)
@@ -47,25 +46,6 @@ UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
 
 # (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.kubeapi.ApiError)
 Binder = Callable[[str, str, str, str, Mapping[str, str]], None]
-
-
-@dataclass(frozen=True)
-class PluginWeights:
-    """How much each plugin counts in the node's score (koord-scheduler's profile gives each weight 1)."""
-
-    device_share: int = 1
-    load_aware: int = 1
-    node_numa_resource: int = 1
-
-
-@dataclass(frozen=True)
-class ExtenderConfig:
-    strategy: str = "LeastAllocated"
-    device_weights: Mapping[str, int] | None = None
-    load_aware: LoadAwareArgs = field(default_factory=LoadAwareArgs)
-    numa: NumaArgs = field(default_factory=NumaArgs)
-    weights: PluginWeights = field(default_factory=PluginWeights)
-    assume_ttl: float = 30.0
 
 
 @dataclass
@@ -89,12 +69,12 @@ def _names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | N
 class Extender:
     """The verbs over one cache; thread-safe (kube-scheduler calls prioritize in parallel with other verbs)."""
 
-    def __init__(self, cache: ClusterCache, config: ExtenderConfig | None = None,
-                 binder: Binder | None = None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, cache: ClusterCache, binder: Binder | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.cache = cache
-        self.config = config or ExtenderConfig()
+        self.config = cache.config
         self.allocator = Allocator(self.config.strategy, self.config.device_weights)
-        self.load_aware = LoadAware(self.config.load_aware)
+        self.load_aware = cache.load_aware
         self.numa = NodeNUMAResource(self.config.numa)
         self._binder = binder
         self._clock = clock
@@ -162,14 +142,15 @@ class Extender:
             with state.lock:
                 if request:
                     raw_device[name] = self.allocator.score(state.devices, request)
-                total = w.load_aware * self.load_aware.score(pod, state.node, state.metric, state.load, now)
-                total += w.node_numa_resource * self.numa.score(pod, state.node, state.topology, state.numa)
-            partial[name] = (float(total), w.load_aware + w.node_numa_resource)
+                load = self.load_aware.score(pod, state.node, state.metric, state.load, now)
+                numa = self.numa.score(pod, state.node, state.topology, state.numa)
+            partial[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
+                             w.load_aware + w.node_numa_resource)
         top = max(raw_device.values(), default=0)
-        out = {}
+        out: dict[str, float] = {}
         for name, (total, weight) in partial.items():
             if request and name in raw_device:
-                total += w.device_share * (raw_device[name] * 100 / top if top else 0)
+                total += w.device_share * (raw_device[name] * 100 / top if top else 0.0)
                 weight += w.device_share
             out[name] = total / weight if weight else 0.0
         return out
@@ -316,7 +297,7 @@ def _summary_reject(state: NodeState, request: PodDeviceRequest) -> str | None:
     """Reject without the allocator when too few GPUs could take one card's share (plain requests only: hints,
     joint allocation and partitions may change which cards count, so those go to the allocator)."""
     gpu = request.gpu
-    if gpu is None or request.hints or request.joint or request.partition or request.designated:
+    if gpu is None or request.hints or request.joint or request.partition:
         return None
     if state.devices.fitting("gpu", gpu.per_gpu) < gpu.count:
         return "Insufficient gpu devices"

@@ -319,7 +319,6 @@ class PodDeviceRequest:
     hints: Mapping[str, DeviceHint] = field(default_factory=dict)
     joint: JointAllocate | None = None
     partition: PartitionSpec | None = None
-    designated: str = ""                              # a device-allocated annotation the pod already carries
 
     def __bool__(self) -> bool:
         return bool(self.requests)
@@ -353,5 +352,6 @@ def pod_device_request(pod: Mapping[str, Any]) -> PodDeviceRequest:
                                     and (t not in hints or hints[t].allocate_strategy != APPLY_FOR_ALL)),
                               joint.required_scope)
     gpu = gpu_requirements(requests[GPU]) if GPU in requests else None
-    return PodDeviceRequest(requests, gpu, hints, joint, partition,
-                            str(annotations.get(wire.ANNOTATION_DEVICE_ALLOCATED, "")))
+    # a device-allocated annotation the pod carries before it is scheduled is not honoured: koord-scheduler's
+    # PreFilter drops it too (outside its own scheduling hints), so a pod copied from a bound one is placed afresh
+    return PodDeviceRequest(requests, gpu, hints, joint, partition)

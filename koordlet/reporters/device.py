@@ -75,6 +75,8 @@ def gpu_device(gpu: Gpu, unhealthy: tuple[str, str] | None, now: float) -> dict[
                                             wire.RESOURCE_GPU_MEMORY_RATIO: "100"}}
     if gpu.lost:      # its memory size is unknown: no resources, as the scheduler treats unhealthy devices anyway
         device["resources"] = {}
+    if gpu.mig_enabled:    # split into MIG instances by the driver: the companion scheduler does not place on it
+        device["labels"] = {wire.LABEL_GPU_MIG: "enabled"}
     topology = _topology(gpu.numa_node, gpu.pcie_root, gpu.bus_id)
     if topology:
         device["topology"] = topology

@@ -626,3 +626,95 @@ def test_registered_resource_describes_its_paths(double: ApiServerDouble) -> Non
     assert isinstance(quota, Resource)
     assert quota.collection("team-a") == "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team-a/elasticquotas"
     assert quota.collection() == "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas"
+
+
+# --- pods/binding ----------------------------------------------------------------------------------
+
+
+def binding(name: str, node: str, **metadata: Any) -> client.V1Binding:
+    return client.V1Binding(metadata=client.V1ObjectMeta(name=name, **metadata),
+                            target=client.V1ObjectReference(kind="Node", name=node))
+
+
+def bind(k8s: Clients, name: str, body: client.V1Binding) -> dict[str, Any]:
+    """POST pods/{name}/binding; the reply is read raw (the client cannot parse the Status the server answers
+    with: kubernetes-client/python #547)."""
+    response = k8s.core.create_namespaced_pod_binding(name, "default", body, _preload_content=False)
+    assert response.status == 201
+    return json.loads(response.data)
+
+
+def test_binding_sets_node_annotations_and_condition_in_one_update(double: ApiServerDouble, k8s: Clients) -> None:
+    created = k8s.core.create_namespaced_pod("default", pod("gpu-0", node=None))
+    k8s.core.patch_namespaced_pod_status("gpu-0", "default", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes"}]}})
+    w = watch.Watch()
+    seen = []
+    for event in w.stream(k8s.core.list_namespaced_pod, "default", timeout_seconds=5):
+        seen.append(event)
+        if len(seen) == 1:  # the initial ADDED; then bind while watching
+            reply = bind(k8s, "gpu-0", binding("gpu-0", "node-b", uid=created.metadata.uid,
+                                               annotations={"scheduling.koordinator.sh/device-allocated": "{}"}))
+            double.add_pod(pod("marker", node="node-b"))  # a later write, so one event more shows nothing else came
+        if event["object"].metadata.name == "marker":
+            w.stop()
+    assert reply == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+    assert [(e["type"], e["object"].metadata.name) for e in seen] == [
+        ("ADDED", "gpu-0"), ("MODIFIED", "gpu-0"), ("ADDED", "marker")]
+    bound = seen[1]["raw_object"]
+    assert bound["spec"]["nodeName"] == "node-b"
+    assert bound["metadata"]["annotations"] == {"scheduling.koordinator.sh/device-allocated": "{}"}
+    [condition] = bound["status"]["conditions"]  # replaced, reason and message gone
+    assert condition["type"] == "PodScheduled" and condition["status"] == "True"
+    assert set(condition) == {"type", "status", "lastProbeTime", "lastTransitionTime"}
+    assert int(bound["metadata"]["resourceVersion"]) == int(seen[0]["raw_object"]["metadata"]["resourceVersion"]) + 1
+
+
+def test_binding_merges_annotations_over_the_pods_own(double: ApiServerDouble, k8s: Clients) -> None:
+    k8s.core.create_namespaced_pod("default", pod("gpu-0", node=None) | {
+        "metadata": {"name": "gpu-0", "annotations": {"keep": "1", "replace": "old"}}})
+    bind(k8s, "gpu-0", binding("gpu-0", "node-a", annotations={"replace": "new", "add": "2"}))
+    stored = double.objects[("/api/v1/namespaces/default/pods", "gpu-0")]
+    assert stored["metadata"]["annotations"] == {"keep": "1", "replace": "new", "add": "2"}
+
+
+def test_binding_conflicts_like_the_real_server(double: ApiServerDouble, k8s: Clients) -> None:
+    k8s.core.create_namespaced_pod("default", pod("assigned", node="node-a"))
+    double.add_pod(pod("leaving", node=None) | {
+        "metadata": {"name": "leaving", "namespace": "default", "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    created = k8s.core.create_namespaced_pod("default", pod("other-uid", node=None))
+    cases = [
+        ("assigned", binding("assigned", "node-b"), "pods/binding",
+         'pod assigned is already assigned to node "node-a"'),
+        ("leaving", binding("leaving", "node-b"), "pods/binding",
+         "pod leaving is being deleted, cannot be assigned to a host"),
+        ("other-uid", binding("other-uid", "node-b", uid="not-the-pods"), "pods",
+         f"Precondition failed: UID in precondition: not-the-pods, UID in object meta: {created.metadata.uid}"),
+    ]
+    for name, body, kind, why in cases:
+        with pytest.raises(ApiException) as info:
+            k8s.core.create_namespaced_pod_binding(name, "default", body)
+        status = status_of(info.value)
+        assert (info.value.status, status["reason"]) == (409, "Conflict"), name
+        assert status["message"] == f'Operation cannot be fulfilled on {kind} "{name}": {why}'
+        assert status["details"]["kind"] == kind
+    with pytest.raises(ApiException) as info:
+        k8s.core.create_namespaced_pod_binding("missing", "default", binding("missing", "node-b"))
+    assert info.value.status == 404 and status_of(info.value)["message"] == 'pods "missing" not found'
+    with pytest.raises(ApiException) as info:
+        k8s.core.create_namespaced_pod_binding("other-uid", "default", binding("assigned", "node-b"))
+    assert info.value.status == 400
+    # Nothing was written by the refused bindings.
+    assert "nodeName" not in double.objects[("/api/v1/namespaces/default/pods", "other-uid")]["spec"]
+    assert double.objects[("/api/v1/namespaces/default/pods", "assigned")]["spec"]["nodeName"] == "node-a"
+
+
+def test_koordinator_crds_are_served_cluster_scoped() -> None:
+    with ApiServerDouble() as double:
+        devices, node_metrics, nrts = double.serve_koordinator_crds()
+        assert devices.collection("ignored") == "/apis/scheduling.koordinator.sh/v1alpha1/devices"
+        assert node_metrics.collection() == "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+        assert node_metrics.status_subresource and not devices.status_subresource
+        assert nrts.collection() == "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies"
+        double.put(devices.collection(), {"metadata": {"name": "node-a"}, "spec": {"devices": []}})
+        assert double.objects[(devices.collection(), "node-a")]["kind"] == "Device"

@@ -234,7 +234,9 @@ def test_device_cr_a100_mig(tmp_path, monkeypatch):
     assert SCHEMAS.validate(obj) == []
     assert "ownerReferences" not in obj["metadata"]                # standalone: no Node uid
     assert obj["metadata"]["labels"]["node.koordinator.sh/gpu-model"] == "A100-80GB-PCIe"
-    assert obj["spec"]["devices"] == [gpu_entry(0, uuid(0x300), "80Gi", 0, "pci0000:64", A100_BUS)]
+    # beyond upstream: the MIG-mode card is labelled, so the companion scheduler does not offer it as a whole card
+    assert obj["spec"]["devices"] == [{**gpu_entry(0, uuid(0x300), "80Gi", 0, "pci0000:64", A100_BUS),
+                                       "labels": {"node.koordinator.sh/gpu-mig": "enabled"}}]
     assert partitions(obj) == {"1": [part([0], "PCIe")]}
 
 

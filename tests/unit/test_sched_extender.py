@@ -114,8 +114,15 @@ def test_prioritize_returns_integer_scores_in_extender_range_for_every_sent_node
     spread = Extender(cache).prioritize(_args(pod, ["n0", "n1"]))
     assert [e["Host"] for e in spread] == ["n0", "n1"]
     assert all(isinstance(e["Score"], int) and 0 <= e["Score"] <= 10 for e in spread)
-    from scheduler.extender import ExtenderConfig
-    pack = Extender(cache, ExtenderConfig(strategy="MostAllocated")).prioritize(_args(pod, ["n0", "n1"]))
+    from scheduler.config import ExtenderConfig
+    packing = ClusterCache(ExtenderConfig(strategy="MostAllocated"))
+    for kind, handler in (("node", packing.on_node), ("device", packing.on_device)):
+        for state in (cache.get("n0"), cache.get("n1")):
+            assert state is not None
+            handler("ADDED", state.node if kind == "node" else state.device_cr)
+    for held in cache.get("n0").pods.values():
+        packing.on_pod("ADDED", held)
+    pack = Extender(packing).prioritize(_args(pod, ["n0", "n1"]))
     assert spread[1]["Score"] > spread[0]["Score"]
     assert pack[0]["Score"] > pack[1]["Score"]
 
@@ -170,7 +177,8 @@ def test_bind_that_no_longer_fits_fails_so_kube_retries() -> None:
 
 def test_watch_confirmation_replaces_the_assumption_and_expiry_drops_an_unconfirmed_one() -> None:
     now = [0.0]
-    cache = ClusterCache(assume_ttl=30, clock=lambda: now[0])
+    from scheduler.config import ExtenderConfig
+    cache = ClusterCache(ExtenderConfig(assume_ttl=30), clock=lambda: now[0])
     cache.on_node("ADDED", sc.node("n0"))
     cache.on_device("ADDED", sc.gpu_board("n0", 2))
     binds = Binds()
