@@ -28,7 +28,7 @@ from scheduler.requests import value
 
 log = logging.getLogger(__name__)
 
-LABEL_MIG = "node.koordinator.sh/gpu-mig"        # "enabled" on a GPU device in MIG mode (koordlet-py's Device report)
+LABEL_MIG = wire.LABEL_GPU_MIG       # "enabled" on a GPU device in MIG mode (koordlet-py's Device report)
 LABEL_SECONDARY_WELL_PLANNED = "node.koordinator.sh/secondary-device-well-planned"
 HOPPER_MODELS = ("H100", "H800", "H20")
 
