@@ -29,13 +29,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any
 
 from koordlet import wire
 from scheduler.allocator import AllocationFailure, Allocator
 from scheduler.annotations import format_device_allocated
 from scheduler.cache import ClusterCache, NodeState, pod_uid
-from scheduler.numa import NodeNUMAResource, NumaResult, Verdict
+from scheduler.numa import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE, Hint, NodeNUMAResource, NumaResult, Verdict
 from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class Extender:
                 self.allocator.allocate(state.devices, request)
             except AllocationFailure as e:
                 return e.reason, e.unresolvable
-        verdict = self.numa.filter(pod, state.topology, state.numa)
+        verdict = self.numa.filter(pod, state.topology, state.numa, self._device_hints(pod, request, state))
         if verdict is not None:
             return verdict.reason, verdict.unresolvable
         reason = self.load_aware.filter(pod, state.node, state.metric, state.load, now)
@@ -217,15 +218,47 @@ class Extender:
             request = pod_device_request(pod)
         except RequestError as e:
             raise AllocationFailure(str(e), unresolvable=True) from None
-        if request:
-            result = self.allocator.allocate(state.devices, request, scored=True)
-            annotations[wire.ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(result, state.devices)
-        numa = self.numa.allocate(pod, state.topology, state.numa)
+        numa = self.numa.allocate(pod, state.topology, state.numa, self._device_hints(pod, request, state))
         if isinstance(numa, Verdict):
             raise AllocationFailure(numa.reason, numa.unresolvable)
+        if request:
+            # the devices go on the NUMA nodes the merged hint chose (all of them when there was no alignment)
+            affinity = numa.affinity if isinstance(numa, NumaResult) else None
+            result = self.allocator.allocate(state.devices, request, scored=True, numa_nodes=affinity)
+            annotations[wire.ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(result, state.devices)
         if isinstance(numa, NumaResult):
             annotations.update(self.numa.annotations(pod, numa))
         return annotations
+
+    def _device_hints(self, pod: Mapping[str, Any], request: PodDeviceRequest,
+                      state: NodeState) -> dict[str, list[Hint]]:
+        """DeviceShare as a NUMA hint provider (reference/scheduler.md §3.10): every NUMA subset the devices fit in,
+        smallest first; preferred at the smallest feasible size; score 500 when the subset gives the same cards as
+        the unrestricted allocation. Only where a NUMA policy applies (the node's or the pod's)."""
+        topo = state.topology
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if (not request or topo is None or not topo.numa_resources
+                or (topo.node_numa_policy == NUMA_NONE and topo.kubelet_numa_policy == NUMA_NONE
+                    and ANNOTATION_NUMA_TOPOLOGY_SPEC not in annotations)):
+            return {}
+        try:
+            everywhere = self.allocator.allocate(state.devices, request)
+        except AllocationFailure:
+            return {}
+        numas = sorted(topo.numa_resources)
+        hints: list[Hint] = []
+        smallest = 0
+        for size in range(1, len(numas) + 1):
+            for subset in combinations(numas, size):
+                try:
+                    got = self.allocator.allocate(state.devices, request, numa_nodes=frozenset(subset))
+                except AllocationFailure:
+                    continue
+                smallest = smallest or size
+                same = all([a.minor for a in got.get(t, [])] == [a.minor for a in everywhere.get(t, [])]
+                           for t in everywhere)
+                hints.append(Hint(frozenset(subset), size == smallest, 500 if same else 0))
+        return dict.fromkeys(request.requests, hints)
 
     def preempt(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Keep only nodes where evicting the victims (plus lower-priority device holders if needed) frees what
@@ -297,8 +330,8 @@ def _summary_reject(state: NodeState, request: PodDeviceRequest) -> str | None:
     """Reject without the allocator when too few GPUs could take one card's share (plain requests only: hints,
     joint allocation and partitions may change which cards count, so those go to the allocator)."""
     gpu = request.gpu
-    if gpu is None or request.hints or request.joint or request.partition:
-        return None
+    if gpu is None or request.hints or request.joint or request.partition or not state.devices.inventory.devices:
+        return None       # the allocator decides (and tells a node with no devices at all: unresolvable)
     if state.devices.fitting("gpu", gpu.per_gpu) < gpu.count:
         return "Insufficient gpu devices"
     return None

@@ -144,3 +144,49 @@ def test_concurrent_binds_never_over_allocate_a_card(cluster: Cluster) -> None:
         assert used.get("koordinator.sh/gpu-core", 0) <= 100, (node, minor, used)
         assert used.get("koordinator.sh/gpu-memory-ratio", 0) <= 100, (node, minor, used)
         assert used.get("koordinator.sh/gpu-memory", 0) <= 80 * sc.GIB, (node, minor, used)
+
+
+def test_binds_racing_on_one_snapshot_fail_and_retry_instead_of_sharing_a_card(cluster: Cluster) -> None:
+    """kube binds asynchronously: here all 100 pods pass filter on the same empty cluster first, then their binds
+    race (16 at a time); a bind that finds its card taken fails, and the retry (filter + bind again) places it."""
+    import http.client
+    from concurrent.futures import ThreadPoolExecutor
+
+    (ext,) = cluster.scheduler._extenders
+    base = ext.config.url_prefix
+    host, port = base.split("//")[1].split("/")[0].split(":")
+    shapes = [{"koordinator.sh/gpu": "50"}, {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"}]
+    pods = [cluster.apiserver.add_pod(sc.pod(f"r{i:03d}", shapes[i % 3])) for i in range(100)]
+    assert wait_for(lambda: all(cluster.extender.cache.pod(p["metadata"]["uid"]) for p in pods), 10)
+    local = threading.local()
+
+    def call(verb: str, args: dict) -> dict:
+        if not hasattr(local, "conn"):
+            local.conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        local.conn.request("POST", f"/scheduler/{verb}", json.dumps(args), {"Content-Type": "application/json"})
+        return json.loads(local.conn.getresponse().read())
+
+    names = [n["metadata"]["name"] for n in cluster.nodes()]
+    # every pod picks the first fitting node of the same (empty) snapshot: most race for gpu-0's cards
+    chosen = {p["metadata"]["uid"]: call("filter", {"Pod": p, "NodeNames": names})["NodeNames"][0] for p in pods}
+
+    def bind(p: dict, node: str) -> str:
+        meta = p["metadata"]
+        return call("bind", {"PodName": meta["name"], "PodNamespace": "default", "PodUID": meta["uid"],
+                             "Node": node})["Error"]
+
+    with ThreadPoolExecutor(16) as pool:
+        errors = list(pool.map(lambda p: bind(p, chosen[p["metadata"]["uid"]]), pods))
+    failed = [p for p, e in zip(pods, errors, strict=True) if e]
+    assert failed and all("no longer fits" in e for e in errors if e)
+    for p in failed:          # kube's retry: a fresh filter, then bind
+        fits = call("filter", {"Pod": p, "NodeNames": names})["NodeNames"]
+        if fits:
+            assert bind(p, fits[0]) == ""
+    # 100 pods ask for 17 + 33 + 66 = 116 cards' worth of 80: the ones left over fit nowhere any more
+    unbound = [p for p in cluster.pods() if not p["spec"].get("nodeName")]
+    assert 0 < len(unbound) < len(failed)
+    assert all(call("filter", {"Pod": p, "NodeNames": names})["NodeNames"] == [] for p in unbound)
+    for (node, minor), used in _card_use(cluster.pods()).items():
+        assert used.get("koordinator.sh/gpu-core", 0) <= 100, (node, minor, used)
+        assert used.get("koordinator.sh/gpu-memory-ratio", 0) <= 100, (node, minor, used)

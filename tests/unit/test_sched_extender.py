@@ -228,3 +228,35 @@ def test_http_handlers_answer_400_for_a_body_that_is_not_an_object(body: bytes) 
     handle = handlers(Extender(_cluster(1)), ExtenderMetrics())["/scheduler/filter"]
     status, text = handle(body)
     assert status == 400 and b"filter" in text
+
+
+def test_gpu_and_pinned_cpus_land_on_the_numa_node_whose_cards_are_free() -> None:
+    """DeviceShare's NUMA hints join NodeNUMAResource's merge: with NUMA node 0's cards taken, a SingleNUMANode LSR
+    pod gets cards and CPUs of NUMA node 1, written in one Binding (device-allocated + resource-status)."""
+    from tests.unit.test_sched_numa import detail, nrt
+    cache = ClusterCache()
+    cache.on_node("ADDED", sc.node("n0"))
+    cache.on_device("ADDED", sc.gpu_board("n0", 4, per_switch=2, per_numa=2))     # cards 0,1 on NUMA 0; 2,3 on 1
+    topo = nrt(detail(1, 2, 4, 2), memory="64Gi")
+    topo["metadata"]["name"] = "n0"
+    cache.on_nrt("ADDED", topo)
+    cache.on_pod("ADDED", sc.pod("held", {"nvidia.com/gpu": "2"}, node_name="n0", annotations={
+        GPU_ALLOC: '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory-'
+                   'ratio":"100"}},{"minor":1,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-'
+                   'memory-ratio":"100"}}]}'}))
+    binds = Binds()
+    ext = Extender(cache, binder=binds)
+    pod = sc.pod("p", {"nvidia.com/gpu": "1", "cpu": "4", "memory": "8Gi"},
+                 labels={"koordinator.sh/qosClass": "LSR"},
+                 annotations={"scheduling.koordinator.sh/numa-topology-spec":
+                              '{"numaTopologyPolicy":"SingleNUMANode"}'})
+    pod["spec"]["priority"] = 9500                     # koord-prod: LSR pods get a cpuset
+    cache.on_pod("ADDED", pod)
+    assert ext.filter(_args(pod, ["n0"]))["NodeNames"] == ["n0"]
+    assert ext.bind({"PodName": "p", "PodNamespace": "default", "PodUID": pod["metadata"]["uid"],
+                     "Node": "n0"}) == {"Error": ""}
+    annotations = binds.calls[0][4]
+    assert json.loads(annotations[GPU_ALLOC])["gpu"][0]["minor"] == 2
+    status = json.loads(annotations["scheduling.koordinator.sh/resource-status"])
+    assert [z["node"] for z in status["numaNodeResources"]] == [1]
+    assert status["cpuset"] == "8-11"
