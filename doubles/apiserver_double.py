@@ -1369,6 +1369,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        # as Go's net/http (kube-apiserver): no Nagle delay between a response's head and body writes
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._connections_lock:
             self._connections.add(request)
         super().process_request(request, client_address)

@@ -47,6 +47,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from doubles.connections import NoDelayHTTPConnection
 from koordlet.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -436,7 +437,7 @@ class _Http:
     def _connection(self) -> http.client.HTTPConnection:
         connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            connection = NoDelayHTTPConnection(self._host, self._port, timeout=self._timeout)
             self._local.connection = connection
             with self._lock:
                 self._all.append(connection)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
-from scheduler.devices import DeviceInfo, NodeDevices, Partition, PartitionIndex, mask_of
+from scheduler.devices import DeviceInfo, NodeDevices, Partition, PartitionIndex, Scope, mask_of
 from scheduler.requests import (
     APPLY_FOR_ALL,
     EXCLUSIVE_DEVICE,
@@ -134,7 +134,7 @@ class Scorer:
 class _View:
     """The candidate devices of one type for this allocation (upstream's filtered nodeDevice)."""
 
-    total: dict[int, Resources]              # candidates with something to offer
+    total: Mapping[int, Resources]           # candidates with something to offer
     free: dict[int, dict[str, int]]
     used_mask: int                           # minors in use on the node, candidates or not (getRealUsed)
 
@@ -325,7 +325,7 @@ class Allocator:
         return [_entry(GPU, m, gpu.per_gpu) for m in chosen.minors]
 
     def _by_topology(self, ctx: _Context, gpu: GpuRequirements, view: _View, required: str) -> list[DeviceAllocation]:
-        tree = _scope_tree(ctx.nd.inventory.devices.get(GPU, {}))
+        tree = ctx.nd.inventory.gpu_scopes
         if tree is None:
             raise AllocationFailure(MISSING_TOPOLOGY_TREE, unresolvable=True)
         if gpu.shared and gpu.count > 1:
@@ -462,34 +462,6 @@ def _binpack_partition(used_mask: int, feasible: Sequence[Partition], index: Par
     return best
 
 
-# --- the topology scope tree: Node -> NUMA node -> PCIe switch -----------------------------------------------------
-
-@dataclass(frozen=True)
-class _Scope:
-    level: int
-    minors: tuple[int, ...]
-    mask: int
-    children: tuple[_Scope, ...] = ()
-
-
-def _scope_tree(devices: Mapping[int, DeviceInfo]) -> _Scope | None:
-    """None when any GPU lacks topology (upstream builds no tree then)."""
-    if not devices or any(d.numa is None for d in devices.values()):
-        return None
-    by_numa: dict[int, dict[str, list[int]]] = {}
-    for minor, d in devices.items():
-        assert d.numa is not None
-        by_numa.setdefault(d.numa, {}).setdefault(d.pcie or "", []).append(minor)
-    numas = []
-    for numa in sorted(by_numa):
-        pcies = tuple(_Scope(SCOPE_LEVELS["PCIe"], tuple(sorted(ms)), mask_of(ms))
-                      for _, ms in sorted(by_numa[numa].items()))
-        minors = tuple(sorted(m for p in pcies for m in p.minors))
-        numas.append(_Scope(SCOPE_LEVELS["NUMANode"], minors, mask_of(minors), pcies))
-    minors = tuple(sorted(devices))
-    return _Scope(SCOPE_LEVELS["Node"], minors, mask_of(minors), tuple(numas))
-
-
 @dataclass(frozen=True)
 class _ScopeResult:
     minors: tuple[int, ...]
@@ -516,7 +488,7 @@ class _ScopeWalk:
             known = self._fit[minor] = (fits, score)
         return known
 
-    def allocate(self, scope: _Scope, depth: int, not_empties: int) -> _ScopeResult | None:
+    def allocate(self, scope: Scope, depth: int, not_empties: int) -> _ScopeResult | None:
         need = self.gpu.count
         if len(scope.minors) < need:
             return None

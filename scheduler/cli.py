@@ -14,6 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from koordlet import __version__
+from koordlet.gcfreeze import FreezeAfterFullCollection
 from koordlet.kubeapi import ConfigError as KubeConfigError
 from koordlet.kubeapi import KubeApi, Resource
 from koordlet.logutil import configure
@@ -80,6 +81,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cache = ClusterCache(cfg)
     extender = Extender(cache, make_binder(api))
     cache.watch(api, stop)
+    # the cache of thousands of nodes and pods is long-lived: full collections walk only what churns
+    # (koordlet/gcfreeze.py), so a verb is not paused for a walk over the whole cluster
+    FreezeAfterFullCollection().install()
     server = serve(extender, addr, args.prefix)
     log.info("extender serving address=%s prefix=%s strategy=%s", args.address, args.prefix, cfg.strategy)
     while not stop.wait(EXPIRE_EVERY):

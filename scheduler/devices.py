@@ -24,7 +24,7 @@ from typing import Any
 from koordlet import decode, wire
 from koordlet.decode import DecodeError
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated, resource_name
-from scheduler.requests import value
+from scheduler.requests import GPU, SCOPE_LEVELS, value
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,37 @@ HOPPER_INDEX: PartitionIndex = _index({
     for n in (1, 2, 4, 8)})
 
 
+# --- the GPU topology scope tree: Node -> NUMA node -> PCIe switch -------------------------------------------------
+
+@dataclass(frozen=True)
+class Scope:
+    """One scope of the GPU topology tree (koord-scheduler's GPUTopologyScope): its level (Node 1, NUMA 2, PCIe 3),
+    its minors in ascending order, and its children sorted by id."""
+
+    level: int
+    minors: tuple[int, ...]
+    mask: int
+    children: tuple[Scope, ...] = ()
+
+
+def scope_tree(devices: Mapping[int, DeviceInfo]) -> Scope | None:
+    """None when any GPU lacks topology (upstream builds no tree then)."""
+    if not devices or any(d.numa is None for d in devices.values()):
+        return None
+    by_numa: dict[int, dict[str, list[int]]] = {}
+    for minor, d in devices.items():
+        assert d.numa is not None
+        by_numa.setdefault(d.numa, {}).setdefault(d.pcie or "", []).append(minor)
+    numas = []
+    for numa in sorted(by_numa):
+        pcies = tuple(Scope(SCOPE_LEVELS["PCIe"], tuple(sorted(ms)), mask_of(ms))
+                      for _, ms in sorted(by_numa[numa].items()))
+        minors = tuple(sorted(m for p in pcies for m in p.minors))
+        numas.append(Scope(SCOPE_LEVELS["NUMANode"], minors, mask_of(minors), pcies))
+    minors = tuple(sorted(devices))
+    return Scope(SCOPE_LEVELS["Node"], minors, mask_of(minors), tuple(numas))
+
+
 @dataclass(frozen=True)
 class Inventory:
     """What the Device CR offers, parsed once per resourceVersion."""
@@ -95,10 +126,15 @@ class Inventory:
     partitions: PartitionIndex | None = None
     honor_partitions: bool = False
     secondary_well_planned: bool = False
+    gpu_scopes: Scope | None = None                          # built once per CR; None without full topology
+    _totals: dict[str, Mapping[int, Mapping[str, int]]] = field(default_factory=dict, compare=False, repr=False)
 
-    def total(self, dtype: str) -> dict[int, Mapping[str, int]]:
-        """The allocatable devices of a type: minor -> total resources (healthy ones only)."""
-        return {m: d.total for m, d in self.devices.get(dtype, {}).items() if d.total}
+    def total(self, dtype: str) -> Mapping[int, Mapping[str, int]]:
+        """The allocatable devices of a type: minor -> total resources (healthy ones only); computed once."""
+        known = self._totals.get(dtype)
+        if known is None:
+            known = self._totals[dtype] = {m: d.total for m, d in self.devices.get(dtype, {}).items() if d.total}
+        return known
 
 
 EMPTY = Inventory({})
@@ -160,7 +196,8 @@ def parse_device(cr: Mapping[str, Any] | None, node: Mapping[str, Any] | None = 
         if vendor in ("", wire.GPU_VENDOR_NVIDIA) and node_labels.get(wire.LABEL_GPU_MODEL) in HOPPER_MODELS:
             partitions = HOPPER_INDEX
     honor = policy_labels.get(wire.LABEL_GPU_PARTITION_POLICY) == wire.PARTITION_POLICY_HONOR
-    return Inventory(devices, partitions, honor, labels.get(LABEL_SECONDARY_WELL_PLANNED) == "true")
+    return Inventory(devices, partitions, honor, labels.get(LABEL_SECONDARY_WELL_PLANNED) == "true",
+                     scope_tree(devices.get(GPU, {})))
 
 
 def _device(key: str, d: Any, at: str) -> DeviceInfo:

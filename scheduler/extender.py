@@ -110,6 +110,8 @@ class Extender:
                     now: float) -> tuple[str | None, bool]:
         assert state.node is not None
         if request:
+            if not state.devices.inventory.devices:
+                return f"Insufficient {min(request.requests)} devices", True     # no Device CR: never here
             quick = _summary_reject(state, request)
             if quick is not None:
                 return quick, False
@@ -141,7 +143,7 @@ class Extender:
                 partial[name] = (0.0, 0)
                 continue
             with state.lock:
-                if request:
+                if request and state.devices.inventory.devices:
                     raw_device[name] = self.allocator.score(state.devices, request)
                 load = self.load_aware.score(pod, state.node, state.metric, state.load, now)
                 numa = self.numa.score(pod, state.node, state.topology, state.numa)
@@ -330,8 +332,8 @@ def _summary_reject(state: NodeState, request: PodDeviceRequest) -> str | None:
     """Reject without the allocator when too few GPUs could take one card's share (plain requests only: hints,
     joint allocation and partitions may change which cards count, so those go to the allocator)."""
     gpu = request.gpu
-    if gpu is None or request.hints or request.joint or request.partition or not state.devices.inventory.devices:
-        return None       # the allocator decides (and tells a node with no devices at all: unresolvable)
+    if gpu is None or request.hints or request.joint or request.partition:
+        return None
     if state.devices.fitting("gpu", gpu.per_gpu) < gpu.count:
         return "Insufficient gpu devices"
     return None

@@ -1301,11 +1301,34 @@ class NodeNUMAResource:
 
     def __init__(self, args: NumaArgs) -> None:
         self.args = args
+        # one extender call asks about one pod on hundreds of nodes: its spec is read once per pod object, and each
+        # Node's allocatable once per Node object (compared by identity while the memo holds the reference)
+        self._last_spec: tuple[Mapping[str, Any], _PodSpec | Verdict | None] | None = None
+        self._allocatable: dict[str, tuple[Mapping[str, Any], dict[str, int]]] = {}
 
     # -- PreFilter --
 
     def _spec(self, pod: Mapping[str, Any]) -> _PodSpec | Verdict | None:
         """The pod's requests and policies; None when it requests nothing (upstream skips it)."""
+        last = self._last_spec
+        if last is not None and last[0] is pod:
+            return last[1]
+        spec = self._read_spec(pod)
+        self._last_spec = (pod, spec)
+        return spec
+
+    def _node_allocatable(self, node: Mapping[str, Any] | None) -> dict[str, int]:
+        if node is None:
+            return {}
+        name = str((node.get("metadata") or {}).get("name", ""))
+        known = self._allocatable.get(name)
+        if known is not None and known[0] is node:
+            return known[1]
+        value = _node_allocatable(node)
+        self._allocatable[name] = (node, value)
+        return value
+
+    def _read_spec(self, pod: Mapping[str, Any]) -> _PodSpec | Verdict | None:
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         try:
             required, preferred, exclusive = resource_spec(annotations)
@@ -1497,7 +1520,8 @@ class NodeNUMAResource:
         strategy = self.args.scoring_strategy
         pod_units = _framework(spec.requests)
         if isinstance(policy, Verdict) or policy == NUMA_NONE or topo is None:
-            return _score(strategy.type, strategy.resources, usage.requested(), _node_allocatable(node), pod_units)
+            return _score(strategy.type, strategy.resources, usage.requested(), self._node_allocatable(node),
+                          pod_units)
         if policy in (RESTRICTED, SINGLE_NUMA_NODE):
             admitted = self._admit(spec, topo, usage, policy, extra_hints)
             if isinstance(admitted, Verdict):
@@ -1519,7 +1543,7 @@ class NodeNUMAResource:
                     allocatable[k] = allocatable.get(k, 0) + q.milli
             requested_units, allocatable_units = _framework(requested), _framework(allocatable)
         else:
-            requested_units, allocatable_units = dict(usage.requested()), _node_allocatable(node)
+            requested_units, allocatable_units = dict(usage.requested()), dict(self._node_allocatable(node))
         if alloc.cpus:
             requested_units[CPU] = 1000 * len(usage.allocated_cpus())
         return _score(strategy.type, strategy.resources, requested_units, allocatable_units, pod_units)

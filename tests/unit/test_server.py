@@ -487,3 +487,49 @@ def test_stop_closes_the_port_and_open_connections():
         idle.close()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def _serving(posts: dict) -> HttpServer:
+    s = HttpServer(("127.0.0.1", 0), CollectorRegistry(), lambda: (True, "ok"), posts=posts)
+    s.start()
+    return s
+
+
+def test_post_endpoints_read_the_body_and_keep_the_connection() -> None:
+    seen: list[bytes] = []
+    s = _serving({"/verb": lambda body: (seen.append(body), (200, b'{"ok":true}'))[1]})
+    try:
+        conn = http.client.HTTPConnection(*s.address, timeout=5)
+        for body in (b'{"a":1}', b"x" * 70000):
+            conn.request("POST", "/verb", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            assert (response.status, response.read()) == (200, b'{"ok":true}')
+            assert response.getheader("Content-Type") == "application/json" and not response.will_close
+        assert seen == [b'{"a":1}', b"x" * 70000] and s.connections == 1
+        # chunked bodies are not read: 411, and the connection closes
+        conn.putrequest("POST", "/verb")
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders(b"2\r\n{}\r\n0\r\n\r\n")
+        response = conn.getresponse()
+        assert response.status == 411 and response.will_close
+        conn.close()
+    finally:
+        s.stop()
+
+
+def test_accepted_connections_send_without_nagle_delay() -> None:
+    """A kept-alive response is written as head then body; with Nagle's algorithm on the server socket the body
+    waits for the client's delayed ACK of the head (40 ms per call, which an extender's caller pays on every verb).
+    asyncio leaves TCP_NODELAY off on accepted sockets, so the server sets it."""
+    s = _serving({"/verb": lambda body: (200, b"{}")})
+    try:
+        conn = http.client.HTTPConnection(*s.address, timeout=5)
+        conn.request("POST", "/verb", b"{}")
+        conn.getresponse().read()
+        (served,) = list(s._conns)
+        assert served.writer is not None
+        sock = served.writer.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        conn.close()
+    finally:
+        s.stop()
