@@ -88,6 +88,7 @@ bench: venv
 	$(BIN)/python bench/http_scrapes.py
 	$(BIN)/python bench/churn_state.py
 	$(BIN)/python bench/cri_create.py
+	$(BIN)/python bench/sched_extender.py
 
 # The property tests' long runs: 10,000 examples per parser (annotations, NodeSLO, pods file, ttRPC/mux framing).
 # CI runs it after `make test`; `make test` runs the same properties with a few dozen examples each.

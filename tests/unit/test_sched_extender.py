@@ -260,3 +260,30 @@ def test_gpu_and_pinned_cpus_land_on_the_numa_node_whose_cards_are_free() -> Non
     status = json.loads(annotations["scheduling.koordinator.sh/resource-status"])
     assert [z["node"] for z in status["numaNodeResources"]] == [1]
     assert status["cpuset"] == "8-11"
+
+
+def test_load_aware_filters_hot_and_silent_nodes_and_scores_the_idle_one_higher() -> None:
+    """LoadAware through the verbs: a node over the cpu threshold (65 %) and a node whose NodeMetric is older than
+    180 s are filtered; a node without a NodeMetric passes (no agent, no penalty); the idle node scores higher."""
+    from tests.unit.test_sched_loadaware import NOW, metric
+    cache = ClusterCache()
+    for name in ("hot", "stale", "idle", "no-agent"):
+        cache.on_node("ADDED", sc.node(name, cpu="100", memory="400Gi"))
+    cache.on_node_metric("ADDED", metric(name="hot", usage={"cpu": "70", "memory": "10Gi"}))
+    cache.on_node_metric("ADDED", metric(name="stale", update=NOW - 181, usage={"cpu": "1", "memory": "1Gi"}))
+    cache.on_node_metric("ADDED", metric(name="idle", usage={"cpu": "5", "memory": "10Gi"}))
+    ext = Extender(cache, clock=lambda: NOW)
+    pod = sc.pod("web", {"cpu": "2", "memory": "4Gi"})
+    result = ext.filter(_args(pod, ["hot", "stale", "idle", "no-agent"]))
+    assert result["NodeNames"] == ["idle", "no-agent"]
+    assert result["FailedNodes"] == {"hot": "node(s) cpu usage exceed threshold",
+                                     "stale": "node(s) nodeMetric expired"}
+    scores = {e["Host"]: e["Score"] for e in ext.prioritize(_args(pod, ["idle", "no-agent"]))}
+    assert scores["idle"] > scores["no-agent"]
+    # pods bound since the last report count at their estimate: 40 × 2 cpu × 85 % + 5 used + 1.7 (the pod) > 65
+    for i in range(40):
+        busy = sc.pod(f"b{i}", {"cpu": "2", "memory": "1Gi"}, node_name="idle")
+        busy["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                         "lastTransitionTime": "2027-01-15T08:00:00Z"}]
+        cache.on_pod("ADDED", busy)
+    assert ext.filter(_args(pod, ["idle"]))["FailedNodes"] == {"idle": "node(s) cpu usage exceed threshold"}
