@@ -22,12 +22,14 @@ Reserve does, so the final choice can differ from the filter's trial; both must 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from scheduler.devices import DeviceInfo, NodeDevices, Partition, PartitionIndex, Scope, mask_of
+from scheduler.fgd import NodeFree, Shape, WorkloadMix, card_growth, card_milli, shape_milli
 from scheduler.requests import (
     APPLY_FOR_ALL,
     EXCLUSIVE_DEVICE,
@@ -45,7 +47,8 @@ from scheduler.requests import (
     value,
 )
 
-LEAST_ALLOCATED, MOST_ALLOCATED = "LeastAllocated", "MostAllocated"
+LEAST_ALLOCATED, MOST_ALLOCATED, FRAGMENTATION_AWARE = "LeastAllocated", "MostAllocated", "FragmentationAware"
+STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, FRAGMENTATION_AWARE)
 DEFAULT_WEIGHTS: Mapping[str, int] = {RATIO: 1, MEMORY: 1, "koordinator.sh/rdma": 1, "koordinator.sh/fpga": 1}
 MAX_SCORE = 100
 
@@ -147,16 +150,19 @@ class _Context:
     per_instance: dict[str, Resources]
     counts: dict[str, int]
     views: dict[str, _View]
+    card_score: Callable[[int], float] | None = None     # FragmentationAware: a GPU share's card by −ΔF
 
 
 class Allocator:
     """Allocates a pod's devices on one node; stateless apart from its scoring configuration."""
 
     def __init__(self, strategy: str = LEAST_ALLOCATED, weights: Mapping[str, int] | None = None) -> None:
-        if strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED):
-            raise ValueError(f"deviceShare.scoringStrategy.type: {strategy!r} is not {LEAST_ALLOCATED} or "
-                             f"{MOST_ALLOCATED}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"deviceShare.scoringStrategy.type: {strategy!r} is not one of {', '.join(STRATEGIES)}")
         self.scorer = Scorer(strategy, dict(weights) if weights is not None else dict(DEFAULT_WEIGHTS))
+        # FragmentationAware (scheduler/fgd.py): the workload mix learned from the pods seen, which scores nodes
+        # (growth) and picks the card of a GPU share at bind; other devices are ordered as LeastAllocated does
+        self.mix: WorkloadMix | None = WorkloadMix() if strategy == FRAGMENTATION_AWARE else None
 
     # --- entry points ----------------------------------------------------------------------------------------------
 
@@ -184,6 +190,15 @@ class Allocator:
         if not result:
             raise AllocationFailure(", ".join(f"Insufficient {t} devices" for t in sorted(ctx.per_instance)))
         return fill_gpu_memory(result, nd)
+
+    def growth(self, nd: NodeDevices, shape: Shape, cpu_free: int, memory_free: int) -> float | None:
+        """FragmentationAware's node measure: the smallest growth of the node's expected fragmentation over the
+        placements of ``shape`` (None: it does not fit); the extender turns it into a score."""
+        assert self.mix is not None
+        totals = nd.inventory.total(GPU)
+        free = nd.free(GPU)
+        cards = tuple(card_milli(free[m], totals[m]) for m in sorted(totals))
+        return self.mix.best_growth(NodeFree(cpu_free, memory_free, cards), shape)
 
     def score(self, nd: NodeDevices, request: PodDeviceRequest) -> int:
         """DeviceShare's node score before normalization (0 when the pod asks nothing of this node)."""
@@ -276,6 +291,8 @@ class Allocator:
 
     def _gpu(self, ctx: _Context, gpu: GpuRequirements, count: int, max_count: int) -> list[DeviceAllocation]:
         view = ctx.views[GPU]
+        if ctx.scorer is not None and self.mix is not None and gpu.shared:
+            ctx.card_score = self._card_scorer(view, gpu)
         inv = ctx.nd.inventory
         honor = (ctx.request.partition is not None) or inv.honor_partitions
         try:
@@ -296,6 +313,14 @@ class Allocator:
         if found:
             return found
         return self._default(ctx, GPU, gpu.per_gpu, count, max_count, frozenset())
+
+    def _card_scorer(self, view: _View, gpu: GpuRequirements) -> Callable[[int], float]:
+        """−ΔF of putting the share on each card (higher is better), from the node's cards as they are now."""
+        assert self.mix is not None
+        mix = self.mix
+        cards = {m: card_milli(view.free.get(m, {}), t) for m, t in view.total.items()}
+        share = shape_milli(gpu.per_gpu)
+        return lambda minor: -card_growth(mix, cards, minor, share)
 
     def _by_partition(self, ctx: _Context, gpu: GpuRequirements, index: PartitionIndex | None,
                       view: _View) -> list[DeviceAllocation]:
@@ -330,7 +355,7 @@ class Allocator:
             raise AllocationFailure(MISSING_TOPOLOGY_TREE, unresolvable=True)
         if gpu.shared and gpu.count > 1:
             raise AllocationFailure(UNSUPPORTED_MULTI_SHARED, unresolvable=True)
-        walk = _ScopeWalk(gpu, view, ctx.scorer, SCOPE_LEVELS.get(required, 0))
+        walk = _ScopeWalk(gpu, view, ctx.scorer, SCOPE_LEVELS.get(required, 0), ctx.card_score)
         best = walk.allocate(tree, 0, 0)
         if best is None:
             raise AllocationFailure(INSUFFICIENT_SCOPED if required else INSUFFICIENT_GPUS)
@@ -343,7 +368,11 @@ class Allocator:
         view = ctx.views[dtype]
         devices = ctx.nd.inventory.devices.get(dtype, {})
         hint = ctx.request.hints.get(dtype)
-        scores = {m: ctx.scorer.device(request, view.total[m], f) if ctx.scorer else 0 for m, f in view.free.items()}
+        if ctx.card_score is not None and dtype == GPU:
+            scores: dict[int, float] = {m: ctx.card_score(m) for m in view.free}
+        else:
+            scores = {m: ctx.scorer.device(request, view.total[m], f) if ctx.scorer else 0.0
+                      for m, f in view.free.items()}
         order = _order(sorted(view.free), scores, preferred_pcies, devices)
         taken_vfs = ctx.nd.used_vfs.get(dtype, {})
         out: list[DeviceAllocation] = []
@@ -412,7 +441,7 @@ def _wholly_free_pcie_minors(nd: NodeDevices, dtype: str, free: Mapping[int, Res
     return out
 
 
-def _order(minors: list[int], scores: Mapping[int, int], preferred_pcies: frozenset[str],
+def _order(minors: list[int], scores: Mapping[int, float], preferred_pcies: frozenset[str],
            devices: Mapping[int, DeviceInfo]) -> list[int]:
     """Higher score first, then lower minor; with preferred PCIe switches, round-robin over them first."""
     ranked = sorted(minors, key=lambda m: (-scores[m], m))
@@ -467,23 +496,27 @@ class _ScopeResult:
     minors: tuple[int, ...]
     not_empties: int
     depth: int
-    score: int
+    score: float
 
 
 class _ScopeWalk:
     """allocateFromScope: the narrowest scope that holds the request, preferring scopes already in use."""
 
-    def __init__(self, gpu: GpuRequirements, view: _View, scorer: Scorer | None, required_level: int) -> None:
+    def __init__(self, gpu: GpuRequirements, view: _View, scorer: Scorer | None, required_level: int,
+                 card_score: Callable[[int], float] | None = None) -> None:
         self.gpu, self.view, self.scorer, self.required_level = gpu, view, scorer, required_level
-        self._fit: dict[int, tuple[bool, int]] = {}      # minor -> (fits, score), shared by the whole walk
+        self.card_score = card_score
+        self._fit: dict[int, tuple[bool, float]] = {}    # minor -> (fits, score), shared by the whole walk
 
-    def _device(self, minor: int) -> tuple[bool, int]:
+    def _device(self, minor: int) -> tuple[bool, float]:
         known = self._fit.get(minor)
         if known is None:
             free = self.view.free.get(minor, {})
             fits = minor in self.view.total and _fits(self.gpu.per_gpu, free)
-            score = 0
-            if fits and self.gpu.shared and self.scorer is not None:
+            score: float = 0
+            if fits and self.gpu.shared and self.card_score is not None:
+                score = self.card_score(minor)
+            elif fits and self.gpu.shared and self.scorer is not None:
                 score = self.scorer.device(self.gpu.per_gpu, self.view.total[minor], free)
             known = self._fit[minor] = (fits, score)
         return known
@@ -511,7 +544,7 @@ class _ScopeWalk:
         if self.required_level > scope.level:
             return None
         picked: list[int] = []
-        best_minor, best_score = -1, -1
+        best_minor, best_score = -1, -math.inf
         for minor in scope.minors:
             fits, score = self._device(minor)
             if not fits:

@@ -30,11 +30,13 @@ from typing import Any
 
 from koordlet import kubeapi
 from koordlet.kubeapi import KubeApi
+from koordlet.quantity import parse_quantity
 from koordlet.states.watcher import Reflector
 from scheduler.config import ExtenderConfig
 from scheduler.devices import NodeDevices, parse_device
 from scheduler.loadaware import LoadAware, NodeLoad, NodeMetricView, parse_node_metric
 from scheduler.numa import NodeTopology, NumaUsage, parse_topology
+from scheduler.requests import pod_requests, value
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +83,37 @@ class NodeState:
     numa: NumaUsage = field(default_factory=NumaUsage)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)     # uid -> assigned pod (or assumed)
     since: dict[str, float] = field(default_factory=dict)             # uid -> when it was assigned here
+    requested: dict[str, int] = field(default_factory=dict)           # cpu (milli) and memory its pods request
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def free(self) -> tuple[int, int]:
+        """Allocatable cpu (milli) and memory (bytes) less what the node's pods request."""
+        allocatable = ((self.node or {}).get("status") or {}).get("allocatable") or {}
+        out = []
+        for name, scale in (("cpu", 1000), ("memory", 1)):
+            try:
+                total = value(parse_quantity(allocatable.get(name, 0)) * scale)
+            except ValueError:
+                total = 0
+            out.append(total - self.requested.get(name, 0))
+        return out[0], out[1]
+
+    def _add_requests(self, pod: Mapping[str, Any], sign: int) -> None:
+        try:
+            summed = pod_requests(pod.get("spec") or {})
+        except ValueError:
+            return
+        for name, scale in (("cpu", 1000), ("memory", 1)):
+            if name in summed:
+                self.requested[name] = self.requested.get(name, 0) + sign * value(summed[name] * scale)
 
     def count(self, pod: dict[str, Any], assigned_at: float) -> None:
         uid = pod_uid(pod)
+        old = self.pods.get(uid)
+        if old is not None:
+            self._add_requests(old, -1)
         self.pods[uid] = pod
+        self._add_requests(pod, 1)
         at = self.since.setdefault(uid, assigned_at)
         self.devices.add_pod(pod)
         self.numa.add(pod)
@@ -93,8 +121,10 @@ class NodeState:
 
     def uncount(self, uid: str) -> None:
         self.since.pop(uid, None)
-        if self.pods.pop(uid, None) is None:
+        old = self.pods.pop(uid, None)
+        if old is None:
             return
+        self._add_requests(old, -1)
         self.devices.remove(uid)
         self.numa.remove(uid)
         self.load.remove(uid)

@@ -3,10 +3,13 @@
 ```yaml
 deviceShare:                 # DeviceShareArgs
   scoringStrategy: {type: LeastAllocated, resources: [{name: koordinator.sh/gpu-memory-ratio, weight: 1}, ...]}
+                             # type also MostAllocated, or FragmentationAware (scheduler/fgd.py: beyond upstream)
 loadAware: {...}             # LoadAwareSchedulingArgs (usageThresholds, estimatedScalingFactors, ...)
 nodeNUMAResource: {...}      # NodeNUMAResourceArgs (defaultCPUBindPolicy, scoringStrategy, ...)
 pluginWeights: {deviceShare: 1, loadAware: 1, nodeNUMAResource: 1}
 assumeTTLSeconds: 30         # how long a bound pod is counted before its watch event confirms it
+prioritizeMaxScore: 10       # prioritize's range, 0..10 as kube's MaxExtenderPriority; kube multiplies by the
+                             # entry's weight × 10 without clamping, so 100 gives finer ordering at a tenth the weight
 ```
 
 Every key is optional (upstream defaults); an unknown key or a bad value is refused at start with a message that
@@ -20,12 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordlet.yamlfile import load_yaml
-from scheduler.allocator import LEAST_ALLOCATED, MOST_ALLOCATED
+from scheduler.allocator import LEAST_ALLOCATED, STRATEGIES
 from scheduler.loadaware import LoadAwareArgs
 from scheduler.numa import NumaArgs
 
-_TOP = ("deviceShare", "loadAware", "nodeNUMAResource", "pluginWeights", "assumeTTLSeconds")
-STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED)
+_TOP = ("deviceShare", "loadAware", "nodeNUMAResource", "pluginWeights", "assumeTTLSeconds", "prioritizeMaxScore")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class ExtenderConfig:
     numa: NumaArgs = field(default_factory=NumaArgs)
     weights: PluginWeights = field(default_factory=PluginWeights)
     assume_ttl: float = 30.0
+    max_score: int = 10      # prioritize answers 0..max_score (kube's MaxExtenderPriority is 10; kube does not clamp)
 
 
 class ConfigError(ValueError):
@@ -92,6 +95,9 @@ def parse(doc: Any) -> ExtenderConfig:
             weights[str(r.get("name", ""))] = _weight(r.get("weight", 1), f"deviceShare.scoringStrategy.resources[{i}]")
     plugin = _mapping(top.get("pluginWeights"), "pluginWeights")
     _unknown(plugin, ("deviceShare", "loadAware", "nodeNUMAResource"), "pluginWeights")
+    max_score = top.get("prioritizeMaxScore", 10)
+    if isinstance(max_score, bool) or not isinstance(max_score, int) or not 1 <= max_score <= 100:
+        raise ConfigError(f"prioritizeMaxScore: expected an integer in 1..100, got {max_score!r:.40}")
     ttl = top.get("assumeTTLSeconds", 30)
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
         raise ConfigError(f"assumeTTLSeconds: expected a positive number, got {ttl!r:.40}")
@@ -107,7 +113,7 @@ def parse(doc: Any) -> ExtenderConfig:
         strategy=str(strategy), device_weights=weights, load_aware=load_aware, numa=numa,
         weights=PluginWeights(*(_weight(plugin.get(k, 1), f"pluginWeights.{k}")
                                 for k in ("deviceShare", "loadAware", "nodeNUMAResource"))),
-        assume_ttl=float(ttl))
+        assume_ttl=float(ttl), max_score=max_score)
 
 
 def load(path: str | None) -> ExtenderConfig:

@@ -33,15 +33,16 @@ from itertools import combinations
 from typing import Any
 
 from koordlet import wire
+from scheduler import fgd
 from scheduler.allocator import AllocationFailure, Allocator
 from scheduler.annotations import format_device_allocated
 from scheduler.cache import ClusterCache, NodeState, pod_uid
+from scheduler.fgd import shape_of
 from scheduler.numa import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE, Hint, NodeNUMAResource, NumaResult, Verdict
 from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
 
 log = logging.getLogger(__name__)
 
-MAX_EXTENDER_PRIORITY = 10
 NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
 UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
 
@@ -90,6 +91,8 @@ class Extender:
         except RequestError as e:
             out.unresolvable = dict.fromkeys(names, str(e))
             return out
+        if self.allocator.mix is not None:
+            self.allocator.mix.observe(shape_of(pod, request))
         now = self._clock()
         for name in names:
             state = self.cache.get(name)
@@ -135,7 +138,8 @@ class Extender:
             request = PodDeviceRequest({})
         w = self.config.weights
         now = self._clock()
-        raw_device: dict[str, int] = {}
+        raw_device: dict[str, float] = {}
+        shape = shape_of(pod, request) if request and self.allocator.mix is not None else None
         partial: dict[str, tuple[float, int]] = {}
         for name in names:
             state = self.cache.get(name)
@@ -143,17 +147,25 @@ class Extender:
                 partial[name] = (0.0, 0)
                 continue
             with state.lock:
-                if request and state.devices.inventory.devices:
+                if shape is not None and state.devices.inventory.devices:
+                    growth = self.allocator.growth(state.devices, shape, *state.free())
+                    if growth is not None:
+                        raw_device[name] = growth
+                elif request and state.devices.inventory.devices:
                     raw_device[name] = self.allocator.score(state.devices, request)
                 load = self.load_aware.score(pod, state.node, state.metric, state.load, now)
                 numa = self.numa.score(pod, state.node, state.topology, state.numa)
             partial[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
                              w.load_aware + w.node_numa_resource)
-        top = max(raw_device.values(), default=0)
+        if shape is not None:       # FragmentationAware: the smallest growth of fragmentation scores 100
+            device = fgd.normalize(raw_device)
+        else:                       # kube's DefaultNormalizeScore: score × 100 / the highest
+            top = max(raw_device.values(), default=0)
+            device = {n: (v * 100 / top if top else 0.0) for n, v in raw_device.items()}
         out: dict[str, float] = {}
         for name, (total, weight) in partial.items():
-            if request and name in raw_device:
-                total += w.device_share * (raw_device[name] * 100 / top if top else 0.0)
+            if request:
+                total += w.device_share * device.get(name, 0.0)
                 weight += w.device_share
             out[name] = total / weight if weight else 0.0
         return out
@@ -178,7 +190,8 @@ class Extender:
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
         names, _ = _names(args)
         scores = self.scores(args.get("Pod") or {}, names)
-        return [{"Host": n, "Score": round(scores.get(n, 0.0) * MAX_EXTENDER_PRIORITY / 100)} for n in names]
+        top = self.config.max_score
+        return [{"Host": n, "Score": round(scores.get(n, 0.0) * top / 100)} for n in names]
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
         namespace, name = str(args.get("PodNamespace", "")), str(args.get("PodName", ""))

@@ -1,0 +1,251 @@
+"""Fragmentation-aware GPU placement (FGD: Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads
+with Fragmentation Gradient Descent", USENIX ATC '23), as a DeviceShare scoring strategy (``FragmentationAware``).
+
+**Definitions** (the paper's, in milli-GPUs; reference/scheduler.md §11):
+
+* A *task shape* ``m`` is what one pod asks: cpu, memory, and either a share ``d`` < 1000 of one GPU, or ``k``
+  whole GPUs, or no GPU.
+* A node's *fragmentation for m*, ``F_n(m)``, is the free GPU capacity on ``n`` that a task of shape ``m`` can no
+  longer use:
+  - if ``m`` cannot run on ``n`` at all (not enough free cpu or memory, no GPU with ``d`` free, or fewer than ``k``
+    wholly free GPUs), every free milli-GPU of the node is a fragment: ``F = Σ_g free_g``;
+  - otherwise, a GPU's free capacity is a fragment when it is too small for ``m``'s per-GPU demand: for a share
+    ``d``, the GPUs with ``0 < free_g < d``; for whole GPUs, the partly used ones (``0 < free_g < 1000``); a task
+    with no GPU demand that fits leaves no fragment.
+* For a workload *mix* ``M`` (shapes with popularities ``p_m`` summing to 1), ``F_n(M) = Σ_m p_m · F_n(m)``: the
+  capacity expected to go unused if tasks keep arriving as the mix says.
+* **FGD** places each pod where the *growth* of fragmentation, ``ΔF = F_n'(M) − F_n(M)`` (``n'``: the node after
+  the placement), is smallest: across nodes (prioritize) and across the cards of a node for a GPU share (bind).
+
+**The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is
+needed at run time: a histogram of shapes (cpu and memory rounded up to a power of two — ``F`` only needs "fits or
+not", and a coarse histogram stays small) with exponential decay (half-life :data:`HALF_LIFE` observations), at
+most :data:`MAX_SHAPES` shapes (the lightest is dropped). Scoring reads a snapshot refreshed every
+:data:`REFRESH_EVERY` observations, so fragmentation values can be remembered per (node state, snapshot) — most
+nodes share a few states — instead of recomputed for every node of every call. Before any pod has been seen the
+snapshot is empty and every placement scores alike.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from scheduler.requests import CORE, MEMORY, RATIO, PodDeviceRequest, pod_requests, value
+
+WHOLE = 1000                 # milli-GPUs in one card
+HALF_LIFE = 2000.0           # observations after which a shape's weight has halved
+MAX_SHAPES = 48
+REFRESH_EVERY = 64
+_MEMO = 200_000              # remembered fragmentation values (per snapshot)
+
+
+def _pow2(v: int) -> int:
+    """Round a positive amount up to a power of two (0 stays 0)."""
+    return 0 if v <= 0 else 1 << (v - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one task asks: ``gpu_milli`` per card (< 1000: a share of one card) on ``gpus`` cards (0: none)."""
+
+    cpu: int                 # milli-cores
+    memory: int              # bytes
+    gpu_milli: int = 0
+    gpus: int = 0
+
+    def coarse(self) -> Shape:
+        return Shape(_pow2(self.cpu), _pow2(self.memory), self.gpu_milli, self.gpus)
+
+
+@dataclass(frozen=True)
+class NodeFree:
+    """A node as fragmentation sees it: free cpu, memory, and the free milli-GPUs of each card (any order)."""
+
+    cpu: int
+    memory: int
+    gpus: tuple[int, ...]
+
+
+Mix = tuple[tuple[Shape, float], ...]          # shapes with popularities summing to 1
+
+
+def fragmentation_for(node: NodeFree, m: Shape) -> int:
+    """``F_n(m)`` in milli-GPUs (see the module docstring)."""
+    total = 0
+    for f in node.gpus:
+        total += f
+    if total == 0:
+        return 0
+    if node.cpu < m.cpu or node.memory < m.memory:
+        return total
+    if m.gpus == 0:
+        return 0
+    if m.gpu_milli < WHOLE:
+        usable = False
+        frag = 0
+        for f in node.gpus:
+            if f >= m.gpu_milli:
+                usable = True
+            else:
+                frag += f
+        return frag if usable else total
+    whole = 0
+    partial = 0
+    for f in node.gpus:
+        if f >= WHOLE:
+            whole += 1
+        else:
+            partial += f
+    return partial if whole >= m.gpus else total
+
+
+def fragmentation(node: NodeFree, mix: Mix) -> float:
+    """``F_n(M)``: the mix-weighted fragmentation of one node, in milli-GPUs."""
+    return sum(p * fragmentation_for(node, m) for m, p in mix)
+
+
+def placements(node: NodeFree, shape: Shape) -> list[NodeFree]:
+    """The distinct states the node can be left in by one placement of ``shape`` (one per distinct free value of a
+    card that can take a share; whole cards are interchangeable). Empty: it does not fit."""
+    if node.cpu < shape.cpu or node.memory < shape.memory:
+        return []
+    cpu, memory = node.cpu - shape.cpu, node.memory - shape.memory
+    if shape.gpus == 0:
+        return [NodeFree(cpu, memory, node.gpus)]
+    if shape.gpu_milli < WHOLE:
+        out, seen = [], set()
+        for i, f in enumerate(node.gpus):
+            if f >= shape.gpu_milli and f not in seen:
+                seen.add(f)
+                out.append(NodeFree(cpu, memory, node.gpus[:i] + (f - shape.gpu_milli,) + node.gpus[i + 1:]))
+        return out
+    left, taken = [], 0
+    for f in node.gpus:
+        if f >= WHOLE and taken < shape.gpus:
+            taken += 1
+            left.append(0)
+        else:
+            left.append(f)
+    return [NodeFree(cpu, memory, tuple(left))] if taken == shape.gpus else []
+
+
+class WorkloadMix:
+    """The online, decaying histogram of task shapes (thread-safe) and the snapshot scoring reads."""
+
+    def __init__(self, half_life: float = HALF_LIFE, max_shapes: int = MAX_SHAPES,
+                 refresh_every: int = REFRESH_EVERY) -> None:
+        self._decay = math.pow(0.5, 1.0 / half_life)
+        self._max_shapes, self._refresh_every = max_shapes, refresh_every
+        self._weights: dict[Shape, float] = {}
+        self._scale = 1.0              # weights are stored divided by the decay so far (no per-shape update)
+        self._seen = 0
+        self._lock = threading.Lock()
+        self.snapshot: Mix = ()
+        self.version = 0
+        self._memo: dict[NodeFree, float] = {}
+
+    def observe(self, shape: Shape) -> None:
+        with self._lock:
+            self._scale /= self._decay
+            key = shape.coarse()
+            if key not in self._weights and len(self._weights) >= self._max_shapes:
+                # make room by dropping the lightest shape seen so far (a new shape always gets in)
+                del self._weights[min(self._weights, key=self._weights.__getitem__)]
+            self._weights[key] = self._weights.get(key, 0.0) + self._scale
+            if self._scale > 1e100:            # renormalize long before floats overflow
+                self._weights = {k: v / self._scale for k, v in self._weights.items()}
+                self._scale = 1.0
+            self._seen += 1
+            if self._seen % self._refresh_every == 1 or self._refresh_every == 1:
+                self._refresh()
+
+    def set(self, mix: Mapping[Shape, float]) -> None:
+        """Use a fixed mix (the simulator's measure of a trace's fragmentation; tests)."""
+        with self._lock:
+            self._weights = {k.coarse(): v for k, v in mix.items() if v > 0}
+            self._scale = 1.0
+            self._refresh()
+
+    def _refresh(self) -> None:
+        total = sum(self._weights.values())
+        self.snapshot = tuple((s, w / total) for s, w in sorted(self._weights.items(), key=lambda kv: -kv[1]))
+        self.version += 1
+        self._memo = {}
+
+    def fragmentation(self, node: NodeFree) -> float:
+        """``F_n(M)`` under the current snapshot, remembered per node state."""
+        memo = self._memo
+        known = memo.get(node)
+        if known is None:
+            known = fragmentation(node, self.snapshot)
+            if len(memo) < _MEMO:
+                memo[node] = known
+        return known
+
+    def best_growth(self, node: NodeFree, shape: Shape) -> float | None:
+        """The smallest ``ΔF`` over the placements of ``shape`` on ``node``; None when it does not fit."""
+        after = placements(node, shape)
+        if not after:
+            return None
+        before = self.fragmentation(node)
+        return min(self.fragmentation(n) for n in after) - before
+
+
+def card_growth(mix: WorkloadMix, cards: Mapping[int, int], minor: int, share: int,
+                cpu: int = 1 << 62, memory: int = 1 << 62) -> float:
+    """``ΔF`` of putting a share of ``share`` milli-GPUs on card ``minor`` of a node whose cards have ``cards``
+    free (minor -> milli-GPUs): the bind-time choice of a card. cpu and memory change the same way whichever card
+    is chosen, so they may be left out."""
+    before = NodeFree(cpu, memory, tuple(cards[m] for m in sorted(cards)))
+    after = NodeFree(cpu, memory, tuple(cards[m] - (share if m == minor else 0) for m in sorted(cards)))
+    return mix.fragmentation(after) - mix.fragmentation(before)
+
+
+def normalize(growth: Mapping[str, float]) -> dict[str, float]:
+    """Node scores 0..100 from ``ΔF`` per node: the smallest growth scores 100, the largest 0 (all alike: 100)."""
+    if not growth:
+        return {}
+    lo, hi = min(growth.values()), max(growth.values())
+    if hi - lo < 1e-9:
+        return dict.fromkeys(growth, 100.0)
+    return {n: 100.0 * (hi - g) / (hi - lo) for n, g in growth.items()}
+
+
+def mix_of(shapes: Sequence[Shape]) -> dict[Shape, float]:
+    """The popularity of each (coarse) shape in a list of tasks: a trace's workload as a fixed mix."""
+    out: dict[Shape, float] = {}
+    for s in shapes:
+        key = s.coarse()
+        out[key] = out.get(key, 0.0) + 1.0
+    return out
+
+
+def card_milli(free: Mapping[str, int], total: Mapping[str, int]) -> int:
+    """A card's free milli-GPUs as fragmentation counts them: the smaller of its free compute and memory shares."""
+    shares = [free.get(name, 0) * 10 for name in (CORE, RATIO) if name in total]
+    if not shares and total.get(MEMORY):
+        shares = [free.get(MEMORY, 0) * WHOLE // total[MEMORY]]
+    return min(shares) if shares else 0
+
+
+def shape_of(pod: Mapping[str, Any], request: PodDeviceRequest) -> Shape:
+    """The pod's task shape: its cpu and memory requests and its GPU request per card (a share of a card in
+    milli-GPUs from its compute or memory-ratio percent; a memory-only share counts as half a card, since its
+    fraction depends on the card it lands on)."""
+    summed = pod_requests(pod.get("spec") or {})
+    cpu, memory = value(summed.get("cpu", Fraction(0)) * 1000), value(summed.get("memory", Fraction(0)))
+    gpu = request.gpu
+    if gpu is None:
+        return Shape(cpu, memory)
+    return Shape(cpu, memory, shape_milli(gpu.per_gpu), gpu.count)
+
+
+def shape_milli(per_gpu: Mapping[str, int]) -> int:
+    """milli-GPUs a per-card request takes (its memory-ratio or compute percent × 10; memory only: half a card)."""
+    share = per_gpu[RATIO] * 10 if RATIO in per_gpu else per_gpu[CORE] * 10 if CORE in per_gpu else WHOLE // 2
+    return min(share, WHOLE)

@@ -1,0 +1,109 @@
+"""Fragmentation (scheduler/fgd.py): the paper's definition on hand-worked nodes, the online mix, and FGD's choice
+through the extender where it differs from packing."""
+
+from __future__ import annotations
+
+import pytest
+
+from doubles import schedcluster as sc
+from scheduler.cache import ClusterCache
+from scheduler.config import ExtenderConfig
+from scheduler.extender import Extender
+from scheduler.fgd import NodeFree, Shape, WorkloadMix, fragmentation, fragmentation_for, normalize, placements
+
+BIG = 1 << 40
+SHARE_600 = Shape(1000, 1 << 30, 600, 1)
+WHOLE_2 = Shape(1000, 1 << 30, 1000, 2)
+CPU_ONLY = Shape(4000, 1 << 30)
+
+
+def node(*cards: int, cpu: int = BIG, memory: int = BIG) -> NodeFree:
+    return NodeFree(cpu, memory, cards)
+
+
+@pytest.mark.parametrize(("n", "m", "want"), [
+    (node(1000, 300, 0), SHARE_600, 300),          # the 300 left on card 1 is too small for a 600 share
+    (node(500, 300), SHARE_600, 800),              # no card can take 600: every free milli-GPU is a fragment
+    (node(1000, 1000, 400), WHOLE_2, 400),         # two whole cards fit; the partly used card is a fragment
+    (node(1000, 400, 400), WHOLE_2, 1800),         # only one whole card: nothing usable, all 1800 fragmented
+    (node(1000, 1000, cpu=500), SHARE_600, 2000),  # cpu short: the GPUs cannot be used by this task at all
+    (node(1000, 500), CPU_ONLY, 0),                # a task without GPUs that fits leaves no GPU fragment
+    (node(0, 0), SHARE_600, 0),                    # nothing free, nothing fragmented
+])
+def test_fragmentation_for_one_task_shape(n: NodeFree, m: Shape, want: int) -> None:
+    assert fragmentation_for(n, m) == want
+
+
+def test_fragmentation_of_a_mix_is_the_popularity_weighted_sum() -> None:
+    n = node(1000, 300)
+    mix = ((SHARE_600, 0.75), (WHOLE_2, 0.25))     # 300 for the share task, 1300 for the 2-card task
+    assert fragmentation(n, mix) == pytest.approx(0.75 * 300 + 0.25 * 1300)
+
+
+def test_placements_are_the_distinct_states_one_pod_can_leave() -> None:
+    share = Shape(0, 0, 400, 1)
+    assert placements(node(1000, 1000, 500), share) == [node(600, 1000, 500), node(1000, 1000, 100)]
+    assert placements(node(1000, 1000, 500), WHOLE_2) == [node(0, 0, 500, cpu=BIG - 1000, memory=BIG - (1 << 30))]
+    assert placements(node(1000, 300), WHOLE_2) == []
+    assert placements(node(1000, cpu=10), Shape(20, 0)) == []
+
+
+def test_the_mix_decays_and_is_bounded() -> None:
+    mix = WorkloadMix(half_life=10, max_shapes=2, refresh_every=1)
+    a, b, c = Shape(1000, 1 << 30, 500, 1), Shape(2000, 1 << 30, 1000, 1), Shape(3000, 1 << 30)
+    for _ in range(10):
+        mix.observe(a)
+    for _ in range(10):
+        mix.observe(b)
+    weights = dict(mix.snapshot)
+    # ten observations later a counts half as much as a fresh shape: b's 10 recent ones outweigh a's 10 older ones
+    assert weights[b.coarse()] > weights[a.coarse()] and sum(weights.values()) == pytest.approx(1.0)
+    mix.observe(c)
+    assert dict(mix.snapshot).keys() == {b.coarse(), c.coarse()}          # room made by dropping the lightest
+
+
+def test_normalize_gives_the_smallest_growth_100() -> None:
+    assert normalize({"a": 50.0, "b": -100.0, "c": 200.0}) == {"a": 50.0, "b": 100.0, "c": 0.0}
+    assert normalize({"a": 3.0, "b": 3.0}) == {"a": 100.0, "b": 100.0}
+
+
+def _one_card_nodes(extender_strategy: str) -> Extender:
+    cache = ClusterCache(ExtenderConfig(strategy=extender_strategy, max_score=100))
+    for name in ("a", "b"):
+        cache.on_node("ADDED", sc.node(name))
+        cache.on_device("ADDED", sc.gpu_board(name, 1))
+    # node a's card is 40 % used, b's is free
+    cache.on_pod("ADDED", sc.pod("held", {"koordinator.sh/gpu": "40"}, node_name="a", annotations={
+        "scheduling.koordinator.sh/device-allocated":
+            '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"40","koordinator.sh/gpu-memory-ratio":"40"}}]}'
+    }))
+    return Extender(cache)
+
+
+def test_fgd_keeps_room_for_the_common_shape_where_packing_fills_the_tight_node() -> None:
+    """Hand-worked: cards free 600 (node a) and 1000 (node b), the workload mostly 60 % shares, a 40 % pod arrives.
+    MostAllocated (packing) puts it on a, leaving 200 no 60 % task can use (ΔF = +200 for that task); FGD puts it on
+    b, leaving 600 + 600, each able to take one (ΔF = 0). The next two 60 % pods then both fit under FGD, one under
+    packing."""
+    placed = {}
+    for strategy in ("MostAllocated", "FragmentationAware"):
+        ext = _one_card_nodes(strategy)
+        if ext.allocator.mix is not None:
+            ext.allocator.mix.set({Shape(1000, 1 << 30, 600, 1): 1000.0})
+        got = []
+        for name, percent in (("small", "40"), ("big-1", "60"), ("big-2", "60")):
+            pod = sc.pod(name, {"koordinator.sh/gpu": percent, "cpu": "1"})
+            ext.cache.on_pod("ADDED", pod)
+            args = {"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]}
+            fits = ext.filter(args)["NodeNames"]
+            if not fits:
+                got.append(None)
+                continue
+            scores = {e["Host"]: e["Score"] for e in ext.prioritize({**args, "NodeNames": fits})}
+            node_name = max(fits, key=lambda n: (scores[n], n == fits[0]))
+            assert ext.bind({"PodName": name, "PodNamespace": "default", "PodUID": pod["metadata"]["uid"],
+                             "Node": node_name}) == {"Error": ""}
+            got.append(node_name)
+        placed[strategy] = got
+    assert placed["MostAllocated"] == ["a", "b", None]
+    assert placed["FragmentationAware"][0] == "b" and None not in placed["FragmentationAware"]
