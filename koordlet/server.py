@@ -246,8 +246,8 @@ class HttpServer:
     def start(self) -> None:
         self._thread.start()
         self._loop_started.wait(10)
-        log.info("http serving addr=%s endpoints=%s,/healthz,/readyz%s", format_addr(*self.address),
-                 ",".join(self._pages),
+        log.info("http serving addr=%s endpoints=%s,/healthz,/readyz%s%s", format_addr(*self.address),
+                 ",".join(self._pages), "".join(f",POST {p}" for p in self._posts),
                  (",/events(upstream)" if self._events_upstream is not None else "" if self._events is None
                   else ",/events" if self._events_remote else ",/events(loopback)"))
 

@@ -150,6 +150,7 @@ class ClusterCache:
         self._assumed: dict[str, _Assumed] = {}
         self._assume_ttl, self._clock = self.config.assume_ttl, clock
         self._reflectors: list[Reflector] = []
+        self._announced = False
 
     # --- reading ---------------------------------------------------------------------------------------------------
 
@@ -167,7 +168,15 @@ class ClusterCache:
 
     @property
     def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self._reflectors)
+        """Every watch has listed once (a cache fed without watches, as the simulator and tests feed it, is
+        synced from the start); logged once when it first turns true."""
+        if self._announced:
+            return True
+        done = all(r.synced.is_set() for r in self._reflectors)
+        if done and self._reflectors:
+            log.info("caches synced nodes=%d pods=%d", len(self._nodes), len(self._pods))
+        self._announced = done
+        return done
 
     def _state(self, name: str) -> NodeState:
         with self._lock:
@@ -278,6 +287,7 @@ class ClusterCache:
 
     def watch(self, api: KubeApi, stop: threading.Event) -> list[threading.Thread]:
         """Start one reflector thread per resource; ``synced`` turns true when each has listed once."""
+        self._announced = False
         self._reflectors = [
             Reflector(api, kubeapi.NODES, self.on_node),
             Reflector(api, kubeapi.DEVICES, self.on_device),

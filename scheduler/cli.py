@@ -1,7 +1,12 @@
 """``koord-scheduler-extender``: the companion scheduler's command line.
 
 ``serve`` (the default) runs the extender beside kube-scheduler: watches from the API server (in-cluster, or
-``--kubeconfig``), the verbs on ``--address`` under ``--prefix``. Exit status 2 for a configuration error.
+``--kubeconfig``), the verbs on ``--address`` under ``--prefix``. The verbs bind pods, so ``--address`` is meant to
+stay on loopback; ``--metrics-address`` opens a second listener with only GET /metrics, /healthz and /readyz for
+what must reach the pod's IP (kubelet probes, Prometheus).
+
+Exit status 2 for a configuration error (a bad address, config file or kubeconfig; a port that cannot be bound),
+with one line on stderr naming it, before any watch starts.
 """
 
 from __future__ import annotations
@@ -18,15 +23,17 @@ from koordlet.gcfreeze import FreezeAfterFullCollection
 from koordlet.kubeapi import ConfigError as KubeConfigError
 from koordlet.kubeapi import KubeApi, Resource
 from koordlet.logutil import configure
+from koordlet.server import format_addr, release_reserved, reserve
 from scheduler import config as extender_config
 from scheduler.cache import ClusterCache
 from scheduler.extender import Binder, Extender
-from scheduler.server import DEFAULT_PREFIX, serve
+from scheduler.server import DEFAULT_PREFIX, ExtenderMetrics, serve, serve_metrics
 
 log = logging.getLogger("scheduler")
 
 DEFAULT_ADDRESS = "127.0.0.1:8888"
 EXPIRE_EVERY = 5.0        # s between sweeps of assumed pods the watch never confirmed
+COMMANDS = ("serve", "version")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,6 +43,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the extender verbs (the default)")
     s.add_argument("--address", default=DEFAULT_ADDRESS, help="host:port to listen on (default %(default)s: a "
                    "sidecar of kube-scheduler)")
+    s.add_argument("--metrics-address", default="", help="host:port of a second listener serving only GET "
+                   "/metrics, /healthz and /readyz, for kubelet probes and Prometheus (no verb is served there; "
+                   "default: none). An empty host is every interface, IPv4 and IPv6")
     s.add_argument("--prefix", default=DEFAULT_PREFIX, help="URL prefix of the verbs (kube's urlPrefix path)")
     s.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster config)")
     s.add_argument("--config", default=None, help="extender configuration (YAML: deviceShare, loadAware, "
@@ -48,11 +58,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _address(text: str) -> tuple[str, int]:
+def _address(flag: str, text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an empty host is every interface, as koordlet.server listens on it)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"--address {text!r}: expected host:port")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{flag} {text!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+def _fail(problem: str) -> int:
+    """Exit status 2 with the problem on one line of stderr (a YAML error's message spans several)."""
+    line = "; ".join(part.strip() for part in problem.splitlines() if part.strip())
+    print(f"koord-scheduler-extender: {line}", file=sys.stderr)
+    return 2
 
 
 def make_binder(api: KubeApi) -> Binder:
@@ -69,12 +87,26 @@ def make_binder(api: KubeApi) -> Binder:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        addr = _address(args.address)
+        addr = _address("--address", args.address)
+        metrics_addr = _address("--metrics-address", args.metrics_address) if args.metrics_address else None
+        if metrics_addr == addr and addr[1] != 0:
+            raise ValueError(f"--metrics-address {args.metrics_address!r}: the same as --address (the verbs would "
+                             "be served to whoever may probe)")
         cfg = extender_config.load(args.config)
         api = KubeApi(args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst)
     except (ValueError, KubeConfigError) as e:
-        print(f"koord-scheduler-extender: configuration error: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"configuration error: {e}")
+    # the listeners before the watches: a taken port fails start-up with one line, not a traceback after the
+    # caches began to fill
+    for flag, listen in (("--address", addr), ("--metrics-address", metrics_addr)):
+        if listen is None:
+            continue
+        try:
+            reserve(listen)
+        except OSError as e:
+            release_reserved()
+            api.close()
+            return _fail(f"cannot listen on {format_addr(*listen)} ({flag}): {e.strerror or e}")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -84,23 +116,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # the cache of thousands of nodes and pods is long-lived: full collections walk only what churns
     # (koordlet/gcfreeze.py), so a verb is not paused for a walk over the whole cluster
     FreezeAfterFullCollection().install()
-    server = serve(extender, addr, args.prefix)
-    log.info("extender serving address=%s prefix=%s strategy=%s", args.address, args.prefix, cfg.strategy)
+    metrics = ExtenderMetrics()
+    servers = [serve(extender, addr, args.prefix, metrics)]
+    if metrics_addr is not None:
+        servers.append(serve_metrics(extender, metrics_addr, metrics))
+    log.info("extender serving address=%s metrics_address=%s prefix=%s strategy=%s",
+             format_addr(*servers[0].address),
+             format_addr(*servers[1].address) if len(servers) > 1 else "none", args.prefix, cfg.strategy)
     while not stop.wait(EXPIRE_EVERY):
         cache.expire()
     log.info("extender stopping")
     cache.stop()
-    server.stop()
+    for server in servers:
+        server.stop()
     api.close()
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(list(argv) if argv is not None else sys.argv[1:] or ["serve"])
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words or words[0] not in (*COMMANDS, "-h", "--help"):
+        words = ["serve", *words]          # serve is the default: flags alone are serve's
+    args = parser().parse_args(words)
     if args.command == "version":
         print(f"koord-scheduler-extender (koordlet-py) {__version__}")
         return 0
-    if args.command is None:
-        args = parser().parse_args(["serve", *(argv or sys.argv[1:])])
     configure(args.log_level, args.log_format)
     return cmd_serve(args)

@@ -2,6 +2,10 @@
 deadlines, bounded connections, keep-alive): POST ``<prefix>/filter|prioritize|bind|preempt`` with kube's JSON,
 GET ``/healthz``, ``/readyz`` (caches synced) and ``/metrics``.
 
+The verbs can bind pods, so their listener stays on loopback; kubelet probes (sent to the pod's IP) and Prometheus
+cannot reach it there. :func:`serve_metrics` is a second listener for them with the same GET pages and the same
+metrics but no POST route: whoever reaches it can read, never schedule.
+
 A body that is not JSON, or not an object, is answered 400 (kube counts any status but 200 as the extender's
 error); a verb that raises is a 500 with one log line, and the server keeps serving.
 """
@@ -72,14 +76,26 @@ def handlers(extender: Extender, metrics: ExtenderMetrics, prefix: str = DEFAULT
     return {f"{base}/{verb}": handler(verb) for verb in VERBS}
 
 
-def serve(extender: Extender, addr: tuple[str, int], prefix: str = DEFAULT_PREFIX,
-          metrics: ExtenderMetrics | None = None) -> HttpServer:
-    """Start serving (in a background thread) and return the server."""
-    metrics = metrics or ExtenderMetrics()
-
+def _readiness(extender: Extender) -> Callable[[], tuple[bool, str]]:
+    """/readyz: ready once every watch has listed (until then filter answers with an error and kube retries)."""
     def ready() -> tuple[bool, str]:
         return (True, "ok") if extender.cache.synced else (False, "caches not synced yet")
+    return ready
 
-    server = HttpServer(addr, metrics.registry, ready, posts=handlers(extender, metrics, prefix), workers=8)
+
+def serve(extender: Extender, addr: tuple[str, int], prefix: str = DEFAULT_PREFIX,
+          metrics: ExtenderMetrics | None = None) -> HttpServer:
+    """Start serving the verbs and the GET pages (in a background thread) and return the server."""
+    metrics = metrics or ExtenderMetrics()
+    server = HttpServer(addr, metrics.registry, _readiness(extender), posts=handlers(extender, metrics, prefix),
+                        workers=8)
+    server.start()
+    return server
+
+
+def serve_metrics(extender: Extender, addr: tuple[str, int], metrics: ExtenderMetrics) -> HttpServer:
+    """Start serving only GET /metrics, /healthz and /readyz (no verb: a POST is refused) and return the server;
+    ``metrics`` is the verbs' server's, so both pages show the same counts."""
+    server = HttpServer(addr, metrics.registry, _readiness(extender))
     server.start()
     return server

@@ -24,16 +24,15 @@ import argparse
 import copy
 import dataclasses
 import posixpath
-import subprocess
-import sys
 import tomllib
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from doubles.crdschema import _is_qualified_name
 from doubles.kube_scheduler import DEFAULT_SCHEDULER_NAME, ExtenderConfig, load_config, parse_go_duration
@@ -41,7 +40,10 @@ from koordlet import wire
 from koordlet.server import HttpServer
 from scheduler import config as extender_config
 from scheduler.allocator import DEFAULT_WEIGHTS as DEFAULT_DEVICE_WEIGHTS
+from scheduler.cache import ClusterCache
 from scheduler.cli import parser as extender_parser
+from scheduler.extender import Extender
+from scheduler.server import ExtenderMetrics, serve_metrics
 from tests.unit.test_deploy_manifests import (
     DEPLOY,
     REPO,
@@ -56,6 +58,7 @@ from tests.unit.test_deploy_manifests import (
     mounts,
     node_selected,
     pod_spec,
+    probe_port,
 )
 
 DIR = "scheduler"
@@ -520,40 +523,84 @@ def test_kube_scheduler_dials_the_extender_where_it_listens() -> None:
         assert host in ("127.0.0.1", "::1"), "bind must not be reachable from other pods or nodes"
 
 
-def _probe(probe: dict[str, Any], port: int) -> int:
-    """Run an exec probe's Python against 127.0.0.1:port: its exit code, as the kubelet reads it."""
-    python, flag, code, _address, path = probe["exec"]["command"]
-    assert (python, flag) == ("python3", "-c")      # the image's python3 (/opt/koordlet/bin first in PATH)
-    done = subprocess.run([sys.executable, "-c", code, f"127.0.0.1:{port}", path], capture_output=True, timeout=20,
-                          check=False)
-    return done.returncode
+class _SyncSwitch(ClusterCache):
+    """A real cache whose sync the test switches instead of watches (none runs here)."""
+
+    switched = False
+
+    @property
+    def synced(self) -> bool:
+        return self.switched
 
 
 @pytest.fixture
-def extender_http() -> Iterator[tuple[int, dict[str, bool], HttpServer]]:
-    """/healthz and /readyz as an HTTP server with a readiness switch stands in for the extender's."""
-    state = {"ready": False}
-    server = HttpServer(("127.0.0.1", 0), CollectorRegistry(), lambda: (state["ready"], "caches syncing"))
-    server.start()
+def metrics_listener() -> Iterator[tuple[int, _SyncSwitch, HttpServer]]:
+    """The extender's own metrics listener (scheduler.server.serve_metrics) on a free loopback port (the real
+    process is tests/integration/test_sched_cli.py's)."""
+    cache = _SyncSwitch()
+    server = serve_metrics(Extender(cache), ("127.0.0.1", 0), ExtenderMetrics())
     try:
-        yield server.address[1], state, server
+        yield server.address[1], cache, server
     finally:
         server.stop()
 
 
-def test_probes_ask_the_extender_on_its_address(extender_pod: dict[str, Any],
-                                                extender_http: tuple[int, dict[str, bool], HttpServer]) -> None:
+def _http_probe(probe: dict[str, Any], port: int) -> bool:
+    """An httpGet probe as the kubelet runs it (pkg/probe/http), with 127.0.0.1:port standing for the pod's IP and
+    the probe's port: a status from 200 to 399 passes; an error status, a refused connection or a timeout fails."""
+    url = f"http://127.0.0.1:{port}{probe['httpGet']['path']}"
+    try:
+        with urllib.request.urlopen(url, timeout=probe.get("timeoutSeconds", 1)) as r:
+            status = int(r.status)
+    except urllib.error.HTTPError as e:
+        status = int(e.code)
+    except OSError:                 # URLError (refused), TimeoutError
+        return False
+    return 200 <= status < 400
+
+
+def _metrics_port(ctr: dict[str, Any]) -> int:
+    port = urlsplit(f"http://{serve_args(ctr).metrics_address}").port
+    assert port, "the extender needs --metrics-address: the kubelet cannot probe its loopback --address"
+    return port
+
+
+def test_probes_ask_the_extender_on_its_metrics_address(
+        extender_pod: dict[str, Any], metrics_listener: tuple[int, _SyncSwitch, HttpServer]) -> None:
     ctr = extender_container(extender_pod)
-    address = serve_args(ctr).address
     live, ready = ctr["livenessProbe"], ctr["readinessProbe"]
-    assert [p["exec"]["command"][3:] for p in (live, ready)] == [[address, "/healthz"], [address, "/readyz"]]
-    port, state, server = extender_http
+    for probe in (live, ready):
+        get = probe["httpGet"]
+        assert "host" not in get and get.get("scheme", "HTTP") == "HTTP"     # the pod's IP, plain HTTP
+        assert probe_port(ctr, probe) == _metrics_port(ctr)
+    assert (live["httpGet"]["path"], ready["httpGet"]["path"]) == ("/healthz", "/readyz")
+    port, cache, server = metrics_listener
     # syncing: alive (the kubelet must not restart it), not ready
-    assert (_probe(live, port), _probe(ready, port)) == (0, 1)
-    state["ready"] = True
-    assert (_probe(live, port), _probe(ready, port)) == (0, 0)
+    assert (_http_probe(live, port), _http_probe(ready, port)) == (True, False)
+    cache.switched = True
+    assert (_http_probe(live, port), _http_probe(ready, port)) == (True, True)
     server.stop()
-    assert _probe(live, port) == 1                   # nothing listening: the probe fails instead of hanging
+    assert not _http_probe(live, port)                # nothing listening: the probe fails instead of hanging
+
+
+def test_metrics_address_is_every_interface_and_serves_no_verb(
+        extender_pod: dict[str, Any], metrics_listener: tuple[int, _SyncSwitch, HttpServer]) -> None:
+    """The kubelet and Prometheus reach the pod's IP (the node's, for (M)'s host network; IPv6 on an IPv6 cluster):
+    the metrics listener is on every interface, on a port the container declares, apart from the verbs' loopback
+    port. Reachable by anyone, it must never take a verb: a bind POSTed there is refused."""
+    ctr = extender_container(extender_pod)
+    args = serve_args(ctr)
+    url = urlsplit(f"http://{args.metrics_address}")
+    assert url.hostname in (None, "0.0.0.0", "::"), args.metrics_address
+    assert _metrics_port(ctr) != urlsplit(f"http://{args.address}").port
+    assert _metrics_port(ctr) in [p["containerPort"] for p in ctr["ports"]]
+    port, _, _ = metrics_listener
+    bind = urllib.request.Request(f"http://127.0.0.1:{port}{args.prefix}/bind", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(bind, timeout=5)
+    assert refused.value.code == 405
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert b"koord_scheduler_extender_request_duration_seconds" in r.read()
 
 
 def test_kube_scheduler_probe_is_its_secure_port() -> None:
