@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from scheduler.devices import DeviceInfo, NodeDevices, Partition, PartitionIndex, Scope, mask_of
@@ -75,6 +76,13 @@ class AllocationFailure(Exception):
 
 Allocations = dict[str, list[DeviceAllocation]]
 Resources = Mapping[str, int]
+
+
+def _cards(nd: NodeDevices) -> tuple[int, ...]:
+    """The free milli-GPUs of each card, by minor (what fragmentation reads of a node)."""
+    totals = nd.inventory.total(GPU)
+    free = nd.free(GPU)
+    return tuple(card_milli(free[m], totals[m]) for m in sorted(totals))
 
 
 def _fits(request: Resources, free: Resources) -> bool:
@@ -138,7 +146,7 @@ class _View:
     """The candidate devices of one type for this allocation (upstream's filtered nodeDevice)."""
 
     total: Mapping[int, Resources]           # candidates with something to offer
-    free: dict[int, dict[str, int]]
+    free: Mapping[int, Mapping[str, int]]
     used_mask: int                           # minors in use on the node, candidates or not (getRealUsed)
 
 
@@ -195,10 +203,7 @@ class Allocator:
         """FragmentationAware's node measure: the smallest growth of the node's expected fragmentation over the
         placements of ``shape`` (None: it does not fit); the extender turns it into a score."""
         assert self.mix is not None
-        totals = nd.inventory.total(GPU)
-        free = nd.free(GPU)
-        cards = tuple(card_milli(free[m], totals[m]) for m in sorted(totals))
-        return self.mix.best_growth(NodeFree(cpu_free, memory_free, cards), shape)
+        return self.mix.best_growth(NodeFree(cpu_free, memory_free, nd.memo("cards", partial(_cards, nd))), shape)
 
     def score(self, nd: NodeDevices, request: PodDeviceRequest) -> int:
         """DeviceShare's node score before normalization (0 when the pod asks nothing of this node)."""
@@ -291,8 +296,14 @@ class Allocator:
 
     def _gpu(self, ctx: _Context, gpu: GpuRequirements, count: int, max_count: int) -> list[DeviceAllocation]:
         view = ctx.views[GPU]
+        required = (ctx.request.hints.get(GPU) or DeviceHint()).required_scope
         if ctx.scorer is not None and self.mix is not None and gpu.shared:
             ctx.card_score = self._card_scorer(view, gpu)
+            if gpu.count == 1 and not required:
+                # FragmentationAware places a share of one card where fragmentation grows least, over every card
+                # of the node: the topology stage would first narrow to the scope already in use (its binpacking)
+                # and could miss the card the node's score was computed for
+                return self._default(ctx, GPU, gpu.per_gpu, 1, 1, frozenset())
         inv = ctx.nd.inventory
         honor = (ctx.request.partition is not None) or inv.honor_partitions
         try:
@@ -303,7 +314,6 @@ class Allocator:
             found = []
         if found:
             return found
-        required = (ctx.request.hints.get(GPU) or DeviceHint()).required_scope
         try:
             found = self._by_topology(ctx, gpu, view, required)
         except AllocationFailure as e:

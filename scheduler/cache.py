@@ -86,17 +86,22 @@ class NodeState:
     requested: dict[str, int] = field(default_factory=dict)           # cpu (milli) and memory its pods request
     lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def free(self) -> tuple[int, int]:
-        """Allocatable cpu (milli) and memory (bytes) less what the node's pods request."""
-        allocatable = ((self.node or {}).get("status") or {}).get("allocatable") or {}
+    allocatable: tuple[int, int] = (0, 0)                            # cpu (milli), memory: from ``node``
+
+    def set_node(self, node: dict[str, Any]) -> None:
+        self.node = node
+        status = (node.get("status") or {}).get("allocatable") or {}
         out = []
         for name, scale in (("cpu", 1000), ("memory", 1)):
             try:
-                total = value(parse_quantity(allocatable.get(name, 0)) * scale)
+                out.append(value(parse_quantity(status.get(name, 0)) * scale))
             except ValueError:
-                total = 0
-            out.append(total - self.requested.get(name, 0))
-        return out[0], out[1]
+                out.append(0)
+        self.allocatable = (out[0], out[1])
+
+    def free(self) -> tuple[int, int]:
+        """Allocatable cpu (milli) and memory (bytes) less what the node's pods request."""
+        return self.allocatable[0] - self.requested.get("cpu", 0), self.allocatable[1] - self.requested.get("memory", 0)
 
     def _add_requests(self, pod: Mapping[str, Any], sign: int) -> None:
         try:
@@ -195,7 +200,7 @@ class ClusterCache:
             return
         state = self._state(name)
         with state.lock:
-            state.node = obj
+            state.set_node(obj)
             state.devices.set_inventory(parse_device(state.device_cr, obj))
             state.topology = parse_topology(state.nrt, obj) if state.nrt is not None else None
 

@@ -1,5 +1,8 @@
 """``koord-scheduler-extender``: the companion scheduler's command line.
 
+``simulate`` places a trace on a cluster through the same verbs for every policy and measures unallocated GPUs
+(scheduler/simulate.py); ``generate`` writes a synthetic trace (scheduler/trace.py).
+
 ``serve`` (the default) runs the extender beside kube-scheduler: watches from the API server (in-cluster, or
 ``--kubeconfig``), the verbs on ``--address`` under ``--prefix``. The verbs bind pods, so ``--address`` is meant to
 stay on loopback; ``--metrics-address`` opens a second listener with only GET /metrics, /healthz and /readyz for
@@ -13,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 from koordlet import __version__
@@ -25,15 +30,17 @@ from koordlet.kubeapi import KubeApi, Resource
 from koordlet.logutil import configure
 from koordlet.server import format_addr, release_reserved, reserve
 from scheduler import config as extender_config
+from scheduler import simulate, trace
 from scheduler.cache import ClusterCache
 from scheduler.extender import Binder, Extender
 from scheduler.server import DEFAULT_PREFIX, ExtenderMetrics, serve, serve_metrics
+from scheduler.simulate import POLICIES
 
 log = logging.getLogger("scheduler")
 
 DEFAULT_ADDRESS = "127.0.0.1:8888"
 EXPIRE_EVERY = 5.0        # s between sweeps of assumed pods the watch never confirmed
-COMMANDS = ("serve", "version")
+COMMANDS = ("serve", "simulate", "generate", "version")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -54,8 +61,69 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--kube-api-burst", type=int, default=100)
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     s.add_argument("--log-format", default="text", choices=("text", "json"))
+    m = sub.add_parser("simulate", help="place a trace's pods on its nodes through the extender's verbs, for every "
+                       "policy, and measure unallocated and fragmented GPUs (docs: scheduler/simulate.py)")
+    m.add_argument("--nodes", help="nodes CSV (trace format: sn,cpu_milli,memory_mib,gpu,model)")
+    m.add_argument("--report-dir", help="instead of --nodes: a directory of the agent's report files "
+                   "(koordlet report --once -o yaml), one node each")
+    m.add_argument("--pods", required=True, help="pods CSV (trace format: name,cpu_milli,memory_mib,num_gpu,"
+                   "gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time)")
+    m.add_argument("--policies", default="all", help=f"comma-separated, or all: {', '.join(POLICIES)}")
+    m.add_argument("--out", default="simulation", help="directory for curve.csv, curve.json and unallocated.png "
+                   "(default %(default)s)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the ties' draws")
+    m.add_argument("--max-load", type=int, default=100, help="stop at this arrived load, percent of GPU capacity")
+    m.add_argument("--known-mix", action="store_true", help="fgd scores with the trace's own workload mix, as the "
+                   "paper does (default: the mix is learned online from the pods seen, as the extender does)")
+    g = sub.add_parser("generate", help="write a synthetic trace (nodes.csv, pods.csv) with the production trace's "
+                       "marginals (docs: scheduler/trace.py)")
+    g.add_argument("--nodes", type=int, default=1523)
+    g.add_argument("--pods", type=int, default=8400)
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--gpu-nodes-only", action="store_true", help="no CPU-only nodes (as the FGD paper simulates)")
+    g.add_argument("--out", default=".", help="directory for nodes.csv and pods.csv (default %(default)s)")
     sub.add_parser("version", help="print the version")
     return p
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    names = list(POLICIES) if args.policies == "all" else [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown or not names:
+        return _fail(f"--policies: unknown {', '.join(unknown) or '(none given)'} (known: {', '.join(POLICIES)})")
+    if bool(args.nodes) == bool(args.report_dir):
+        return _fail("simulate: give exactly one of --nodes and --report-dir")
+    try:
+        nodes = (trace.read_report_dir(args.report_dir) if args.report_dir
+                 else [trace.node_objects(n) for n in trace.read_nodes(args.nodes)])
+        pods = trace.read_pods(args.pods)
+    except (OSError, ValueError) as e:
+        return _fail(str(e))
+    runs = []
+    for name in names:
+        start = time.perf_counter()
+        result = simulate.run(nodes, pods, POLICIES[name], seed=args.seed, max_load=args.max_load,
+                              known_mix=args.known_mix)
+        log.info("simulated policy=%s pods=%d placed=%d seconds=%.1f", name, result.submitted, result.placed,
+                 time.perf_counter() - start)
+        runs.append(result)
+    print(simulate.table(runs))
+    for path in simulate.write_outputs(runs, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    marginals = trace.Marginals(cpu_node_share=0.0) if args.gpu_nodes_only else trace.Marginals()
+    try:
+        nodes, pods = trace.generate(args.seed, args.nodes, args.pods, marginals)
+        os.makedirs(args.out, exist_ok=True)
+        trace.write_nodes(os.path.join(args.out, "nodes.csv"), nodes)
+        trace.write_pods(os.path.join(args.out, "pods.csv"), pods)
+    except (OSError, ValueError) as e:
+        return _fail(str(e))
+    print(f"wrote {len(nodes)} nodes ({sum(n.gpus for n in nodes)} GPUs) and {len(pods)} pods to {args.out}")
+    return 0
 
 
 def _address(flag: str, text: str) -> tuple[str, int]:
@@ -141,5 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(f"koord-scheduler-extender (koordlet-py) {__version__}")
         return 0
+    if args.command == "simulate":
+        configure("info")
+        return cmd_simulate(args)
+    if args.command == "generate":
+        return cmd_generate(args)
     configure(args.log_level, args.log_format)
     return cmd_serve(args)

@@ -16,10 +16,10 @@ upstream's ``deviceshare/device_cache.go`` and ``allocator_gpu_helper.go``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from koordlet import decode, wire
 from koordlet.decode import DecodeError
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 LABEL_MIG = wire.LABEL_GPU_MIG       # "enabled" on a GPU device in MIG mode (koordlet-py's Device report)
 LABEL_SECONDARY_WELL_PLANNED = "node.koordinator.sh/secondary-device-well-planned"
 HOPPER_MODELS = ("H100", "H800", "H20")
+_MEMO = 256                 # remembered answers per node (cleared when full)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,8 @@ class NodeDevices:
         self.used_vfs: dict[str, dict[int, set[str]]] = {}
         self._pods: dict[str, dict[str, list[DeviceAllocation]]] = {}
         self.generation = 0                 # bumped on every change: summaries and memos key on it
-        self._fitting: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[int, int]] = {}
+        self._memo: dict[Hashable, tuple[int, Any]] = {}
+        self._free: dict[str, tuple[int, dict[int, dict[str, int]]]] = {}
 
     @classmethod
     def build(cls, cr: Mapping[str, Any] | None, node: Mapping[str, Any] | None = None) -> NodeDevices:
@@ -296,8 +299,17 @@ class NodeDevices:
 
     # --- views -----------------------------------------------------------------------------------------------------
 
-    def free(self, dtype: str) -> dict[int, dict[str, int]]:
-        """minor -> free resources (max(0, total − used) per name) of the allocatable devices of a type."""
+    def free(self, dtype: str) -> Mapping[int, Mapping[str, int]]:
+        """minor -> free resources (max(0, total − used) per name) of the allocatable devices of a type; computed
+        once per generation (callers only read it)."""
+        known = self._free.get(dtype)
+        if known is not None and known[0] == self.generation:
+            return known[1]
+        value = self._compute_free(dtype)
+        self._free[dtype] = (self.generation, value)
+        return value
+
+    def _compute_free(self, dtype: str) -> dict[int, dict[str, int]]:
         used = self.used.get(dtype, {})
         out = {}
         for minor, total in self.inventory.total(dtype).items():
@@ -311,15 +323,21 @@ class NodeDevices:
     def device(self, dtype: str, minor: int) -> DeviceInfo | None:
         return self.inventory.devices.get(dtype, {}).get(minor)
 
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, remembered for this generation of the node: many pods ask the same thing of a node that
+        has not changed since (only the node a pod lands on changes)."""
+        known = self._memo.get(key)
+        if known is not None and known[0] == self.generation:
+            return cast(T, known[1])
+        value = compute()
+        if len(self._memo) >= _MEMO:
+            self._memo.clear()
+        self._memo[key] = (self.generation, value)
+        return value
+
     def fitting(self, dtype: str, per_device: Mapping[str, int]) -> int:
         """How many devices of a type could take ``per_device`` each: the node summary filter checks before running
-        the allocator, remembered per (request, generation) since many pods ask the same."""
-        key = (dtype, tuple(sorted(per_device.items())))
-        known = self._fitting.get(key)
-        if known is not None and known[0] == self.generation:
-            return known[1]
-        n = sum(1 for f in self.free(dtype).values() if all(v <= f.get(k, 0) for k, v in per_device.items()))
-        if len(self._fitting) > 64:
-            self._fitting.clear()
-        self._fitting[key] = (self.generation, n)
-        return n
+        the allocator."""
+        def count() -> int:
+            return sum(1 for f in self.free(dtype).values() if all(v <= f.get(k, 0) for k, v in per_device.items()))
+        return self.memo(("fitting", dtype, tuple(sorted(per_device.items()))), count)

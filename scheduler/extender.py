@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import combinations
 from typing import Any
 
@@ -118,16 +119,25 @@ class Extender:
             quick = _summary_reject(state, request)
             if quick is not None:
                 return quick, False
-            try:
-                self.allocator.allocate(state.devices, request)
-            except AllocationFailure as e:
-                return e.reason, e.unresolvable
+            key = request.key()
+            trial = (self._trial(state, request) if key is None
+                     else state.devices.memo(("trial", key), lambda: self._trial(state, request)))
+            if trial[0] is not None:
+                return trial
         verdict = self.numa.filter(pod, state.topology, state.numa, self._device_hints(pod, request, state))
         if verdict is not None:
             return verdict.reason, verdict.unresolvable
         reason = self.load_aware.filter(pod, state.node, state.metric, state.load, now)
         if reason is not None:
             return reason, False
+        return None, False
+
+    def _trial(self, state: NodeState, request: PodDeviceRequest) -> tuple[str | None, bool]:
+        """Filter's unscored allocation on one node: (None, False) when it fits, else (reason, unresolvable)."""
+        try:
+            self.allocator.allocate(state.devices, request)
+        except AllocationFailure as e:
+            return e.reason, e.unresolvable
         return None, False
 
     def scores(self, pod: Mapping[str, Any], names: list[str]) -> dict[str, float]:
@@ -139,23 +149,28 @@ class Extender:
         w = self.config.weights
         now = self._clock()
         raw_device: dict[str, float] = {}
-        shape = shape_of(pod, request) if request and self.allocator.mix is not None else None
-        partial: dict[str, tuple[float, int]] = {}
+        # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
+        # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
+        shape = shape_of(pod, request) if self.allocator.mix is not None else None
+        others: dict[str, tuple[float, int]] = {}
         for name in names:
             state = self.cache.get(name)
             if state is None or state.node is None:
-                partial[name] = (0.0, 0)
+                others[name] = (0.0, 0)
                 continue
             with state.lock:
-                if shape is not None and state.devices.inventory.devices:
+                if shape is not None:
                     growth = self.allocator.growth(state.devices, shape, *state.free())
                     if growth is not None:
                         raw_device[name] = growth
                 elif request and state.devices.inventory.devices:
-                    raw_device[name] = self.allocator.score(state.devices, request)
-                load = self.load_aware.score(pod, state.node, state.metric, state.load, now)
-                numa = self.numa.score(pod, state.node, state.topology, state.numa)
-            partial[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
+                    key = request.key()
+                    devices = state.devices
+                    raw_device[name] = (self.allocator.score(devices, request) if key is None else
+                                        devices.memo(("score", key), partial(self.allocator.score, devices, request)))
+                load = self.load_aware.score(pod, state.node, state.metric, state.load, now) if w.load_aware else 0
+                numa = self.numa.score(pod, state.node, state.topology, state.numa) if w.node_numa_resource else 0
+            others[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
                              w.load_aware + w.node_numa_resource)
         if shape is not None:       # FragmentationAware: the smallest growth of fragmentation scores 100
             device = fgd.normalize(raw_device)
@@ -163,8 +178,8 @@ class Extender:
             top = max(raw_device.values(), default=0)
             device = {n: (v * 100 / top if top else 0.0) for n, v in raw_device.items()}
         out: dict[str, float] = {}
-        for name, (total, weight) in partial.items():
-            if request:
+        for name, (total, weight) in others.items():
+            if request or shape is not None:
                 total += w.device_share * device.get(name, 0.0)
                 weight += w.device_share
             out[name] = total / weight if weight else 0.0

@@ -18,8 +18,8 @@ with Fragmentation Gradient Descent", USENIX ATC '23), as a DeviceShare scoring 
   the placement), is smallest: across nodes (prioritize) and across the cards of a node for a GPU share (bind).
 
 **The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is
-needed at run time: a histogram of shapes (cpu and memory rounded up to a power of two — ``F`` only needs "fits or
-not", and a coarse histogram stays small) with exponential decay (half-life :data:`HALF_LIFE` observations), at
+needed at run time: a histogram of shapes (cpu rounded up to whole cores and memory to whole GiB, so that similar
+pods share an entry) with exponential decay (half-life :data:`HALF_LIFE` observations), at
 most :data:`MAX_SHAPES` shapes (the lightest is dropped). Scoring reads a snapshot refreshed every
 :data:`REFRESH_EVERY` observations, so fragmentation values can be remembered per (node state, snapshot) — most
 nodes share a few states — instead of recomputed for every node of every call. Before any pod has been seen the
@@ -39,14 +39,17 @@ from scheduler.requests import CORE, MEMORY, RATIO, PodDeviceRequest, pod_reques
 
 WHOLE = 1000                 # milli-GPUs in one card
 HALF_LIFE = 2000.0           # observations after which a shape's weight has halved
-MAX_SHAPES = 48
-REFRESH_EVERY = 64
+MAX_SHAPES = 256
+REFRESH_EVERY = 256
 _MEMO = 200_000              # remembered fragmentation values (per snapshot)
 
 
-def _pow2(v: int) -> int:
-    """Round a positive amount up to a power of two (0 stays 0)."""
-    return 0 if v <= 0 else 1 << (v - 1).bit_length()
+CPU_STEP = 1000             # shapes are kept with cpu rounded up to whole cores ...
+MEMORY_STEP = 1 << 30       # ... and memory to whole GiB
+
+
+def _up(v: int, step: int) -> int:
+    return -(-v // step) * step
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Shape:
     gpus: int = 0
 
     def coarse(self) -> Shape:
-        return Shape(_pow2(self.cpu), _pow2(self.memory), self.gpu_milli, self.gpus)
+        return Shape(_up(self.cpu, CPU_STEP), _up(self.memory, MEMORY_STEP), self.gpu_milli, self.gpus)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,11 @@ class NodeFree:
 
 
 Mix = tuple[tuple[Shape, float], ...]          # shapes with popularities summing to 1
+
+# What the mix holds before any pod is seen, one observation's weight each: whole-card tasks of 1, 2, 4 and 8 GPUs
+# (no cpu or memory). Without it the first pods are placed as if no multi-GPU task will ever come, and break up
+# the empty 8-GPU nodes that such tasks need; the prior decays like any observation, so the real mix takes over.
+PRIOR = tuple(Shape(0, 0, WHOLE, k) for k in (1, 2, 4, 8))
 
 
 def fragmentation_for(node: NodeFree, m: Shape) -> int:
@@ -105,8 +113,32 @@ def fragmentation_for(node: NodeFree, m: Shape) -> int:
 
 
 def fragmentation(node: NodeFree, mix: Mix) -> float:
-    """``F_n(M)``: the mix-weighted fragmentation of one node, in milli-GPUs."""
-    return sum(p * fragmentation_for(node, m) for m, p in mix)
+    """``F_n(M)``: the mix-weighted fragmentation of one node, in milli-GPUs (``fragmentation_for`` per shape, with
+    the node's totals, and the fragment for each share size, computed once: this runs for every node state the
+    extender scores)."""
+    cards = node.gpus
+    total = sum(cards)
+    if total == 0:
+        return 0.0
+    top = max(cards)
+    whole = sum(1 for f in cards if f >= WHOLE)
+    partial = total - whole * WHOLE
+    by_share: dict[int, int] = {}
+    out = 0.0
+    for m, p in mix:
+        if node.cpu < m.cpu or node.memory < m.memory:
+            out += p * total
+        elif m.gpus == 0:
+            continue
+        elif m.gpu_milli < WHOLE:
+            d = m.gpu_milli
+            frag = by_share.get(d)
+            if frag is None:
+                frag = by_share[d] = sum(f for f in cards if f < d) if top >= d else total
+            out += p * frag
+        else:
+            out += p * (partial if whole >= m.gpus else total)
+    return out
 
 
 def placements(node: NodeFree, shape: Shape) -> list[NodeFree]:
@@ -138,7 +170,7 @@ class WorkloadMix:
     """The online, decaying histogram of task shapes (thread-safe) and the snapshot scoring reads."""
 
     def __init__(self, half_life: float = HALF_LIFE, max_shapes: int = MAX_SHAPES,
-                 refresh_every: int = REFRESH_EVERY) -> None:
+                 refresh_every: int = REFRESH_EVERY, prior: Sequence[Shape] = PRIOR) -> None:
         self._decay = math.pow(0.5, 1.0 / half_life)
         self._max_shapes, self._refresh_every = max_shapes, refresh_every
         self._weights: dict[Shape, float] = {}
@@ -148,8 +180,14 @@ class WorkloadMix:
         self.snapshot: Mix = ()
         self.version = 0
         self._memo: dict[NodeFree, float] = {}
+        self._frozen = False
+        for shape in prior:
+            self._weights[shape.coarse()] = 1.0
+        self._refresh()
 
     def observe(self, shape: Shape) -> None:
+        if self._frozen:
+            return
         with self._lock:
             self._scale /= self._decay
             key = shape.coarse()
@@ -164,8 +202,10 @@ class WorkloadMix:
             if self._seen % self._refresh_every == 1 or self._refresh_every == 1:
                 self._refresh()
 
-    def set(self, mix: Mapping[Shape, float]) -> None:
-        """Use a fixed mix (the simulator's measure of a trace's fragmentation; tests)."""
+    def set(self, mix: Mapping[Shape, float], *, frozen: bool = True) -> None:
+        """Use a known mix (a trace's workload, as the FGD paper does, and the simulator's fragmentation measure);
+        ``frozen``: observations no longer change it."""
+        self._frozen = frozen
         with self._lock:
             self._weights = {k.coarse(): v for k, v in mix.items() if v > 0}
             self._scale = 1.0
@@ -178,7 +218,10 @@ class WorkloadMix:
         self._memo = {}
 
     def fragmentation(self, node: NodeFree) -> float:
-        """``F_n(M)`` under the current snapshot, remembered per node state."""
+        """``F_n(M)`` under the current snapshot, remembered per node state. The mix's shapes are whole cores and
+        GiB, so the node's cpu and memory are floored to those steps first: every comparison comes out the same,
+        and nodes that differ by less share one entry."""
+        node = NodeFree(node.cpu - node.cpu % CPU_STEP, node.memory - node.memory % MEMORY_STEP, node.gpus)
         memo = self._memo
         known = memo.get(node)
         if known is None:
@@ -207,13 +250,15 @@ def card_growth(mix: WorkloadMix, cards: Mapping[int, int], minor: int, share: i
 
 
 def normalize(growth: Mapping[str, float]) -> dict[str, float]:
-    """Node scores 0..100 from ``ΔF`` per node: the smallest growth scores 100, the largest 0 (all alike: 100)."""
+    """Node scores 0..100 from ``ΔF`` per node: 100 for the smallest growth, one point less per milli-GPU more
+    (at least 0). Not min-max scaling: with hundreds of nodes the spread between the best and the worst is
+    hundreds of milli-GPUs, and scaled into 100 integer steps the few milli-GPUs that separate the best nodes (a
+    rare 8-GPU shape's share of a node's growth) would round away; here they stay apart, and only nodes far from
+    the best are lumped together at 0."""
     if not growth:
         return {}
-    lo, hi = min(growth.values()), max(growth.values())
-    if hi - lo < 1e-9:
-        return dict.fromkeys(growth, 100.0)
-    return {n: 100.0 * (hi - g) / (hi - lo) for n, g in growth.items()}
+    lo = min(growth.values())
+    return {n: max(0.0, 100.0 - (g - lo)) for n, g in growth.items()}
 
 
 def mix_of(shapes: Sequence[Shape]) -> dict[Shape, float]:

@@ -11,7 +11,7 @@ unschedulable, with a reason that names the annotation.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -322,6 +322,13 @@ class PodDeviceRequest:
 
     def __bool__(self) -> bool:
         return bool(self.requests)
+
+    def key(self) -> Hashable | None:
+        """What the request's allocation outcome on a node depends on, hashable; None when it has annotations
+        (hints, joint allocation, partition spec), which are not worth keying."""
+        if self.hints or self.joint or self.partition:
+            return None
+        return tuple(sorted((t, tuple(sorted(r.items()))) for t, r in self.requests.items()))
 
 
 def pod_device_request(pod: Mapping[str, Any]) -> PodDeviceRequest:

@@ -49,7 +49,7 @@ def test_placements_are_the_distinct_states_one_pod_can_leave() -> None:
 
 
 def test_the_mix_decays_and_is_bounded() -> None:
-    mix = WorkloadMix(half_life=10, max_shapes=2, refresh_every=1)
+    mix = WorkloadMix(half_life=10, max_shapes=2, refresh_every=1, prior=())
     a, b, c = Shape(1000, 1 << 30, 500, 1), Shape(2000, 1 << 30, 1000, 1), Shape(3000, 1 << 30)
     for _ in range(10):
         mix.observe(a)
@@ -62,8 +62,8 @@ def test_the_mix_decays_and_is_bounded() -> None:
     assert dict(mix.snapshot).keys() == {b.coarse(), c.coarse()}          # room made by dropping the lightest
 
 
-def test_normalize_gives_the_smallest_growth_100() -> None:
-    assert normalize({"a": 50.0, "b": -100.0, "c": 200.0}) == {"a": 50.0, "b": 100.0, "c": 0.0}
+def test_normalize_gives_the_smallest_growth_100_and_a_point_less_per_milli_gpu() -> None:
+    assert normalize({"a": -95.0, "b": -100.0, "c": 200.0}) == {"a": 95.0, "b": 100.0, "c": 0.0}
     assert normalize({"a": 3.0, "b": 3.0}) == {"a": 100.0, "b": 100.0}
 
 
