@@ -40,7 +40,7 @@ from scheduler.annotations import format_device_allocated
 from scheduler.cache import ClusterCache, NodeState, pod_uid
 from scheduler.fgd import shape_of
 from scheduler.numa import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE, Hint, NodeNUMAResource, NumaResult, Verdict
-from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
+from scheduler.requests import GPU, PodDeviceRequest, RequestError, pod_device_request
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,7 @@ class Extender:
         w = self.config.weights
         now = self._clock()
         raw_device: dict[str, float] = {}
+        packed: dict[str, float] = {}
         # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
         # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
         shape = shape_of(pod, request) if self.allocator.mix is not None else None
@@ -163,6 +164,7 @@ class Extender:
                     growth = self.allocator.growth(state.devices, shape, *state.free())
                     if growth is not None:
                         raw_device[name] = growth
+                        packed[name] = _packed(state, shape)
                 elif request and state.devices.inventory.devices:
                     key = request.key()
                     devices = state.devices
@@ -173,7 +175,7 @@ class Extender:
             others[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
                              w.load_aware + w.node_numa_resource)
         if shape is not None:       # FragmentationAware: the smallest growth of fragmentation scores 100
-            device = fgd.normalize(raw_device)
+            device = fgd.normalize(raw_device, packed)
         else:                       # kube's DefaultNormalizeScore: score × 100 / the highest
             top = max(raw_device.values(), default=0)
             device = {n: (v * 100 / top if top else 0.0) for n, v in raw_device.items()}
@@ -347,6 +349,20 @@ class Extender:
             finally:
                 for _, p in removed:
                     state.devices.add_pod(p)
+
+
+def _packed(state: NodeState, shape: fgd.Shape) -> float:
+    """How full the node would be with the pod: its GPUs' used share (cpu's where it has none), cpu breaking ties
+    among GPU nodes: FragmentationAware's tie-break, as best-fit packs."""
+    cpu_total = state.allocatable[0]
+    cpu_used = 1.0 - (state.free()[0] - shape.cpu) / cpu_total if cpu_total > 0 else 1.0
+    cards = state.devices.inventory.total(GPU)
+    if not cards:
+        return cpu_used
+    free = state.devices.free(GPU)
+    milli = sum(fgd.card_milli(free[m], cards[m]) for m in cards) - shape.gpu_milli * max(shape.gpus, 0)
+    gpu_used = 1.0 - milli / (fgd.WHOLE * len(cards))
+    return 0.9 * gpu_used + 0.1 * cpu_used
 
 
 def _bound_copy(pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> dict[str, Any]:

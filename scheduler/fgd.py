@@ -20,9 +20,9 @@ with Fragmentation Gradient Descent", USENIX ATC '23), as a DeviceShare scoring 
 **The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is
 needed at run time: a histogram of shapes (cpu rounded up to whole cores and memory to whole GiB, so that similar
 pods share an entry) with exponential decay (half-life :data:`HALF_LIFE` observations), at
-most :data:`MAX_SHAPES` shapes (the lightest is dropped). Scoring reads a snapshot refreshed every
-:data:`REFRESH_EVERY` observations, so fragmentation values can be remembered per (node state, snapshot) — most
-nodes share a few states — instead of recomputed for every node of every call. Before any pod has been seen the
+most :data:`MAX_SHAPES` shapes (the lightest is dropped). Scoring reads a snapshot refreshed at the 1st, 2nd, 4th,
+... observation and then every :data:`REFRESH_EVERY`, so fragmentation values can be remembered per (node state,
+snapshot) instead of recomputed for every node of every call. Before any pod has been seen the
 snapshot is empty and every placement scores alike.
 """
 
@@ -199,7 +199,10 @@ class WorkloadMix:
                 self._weights = {k: v / self._scale for k, v in self._weights.items()}
                 self._scale = 1.0
             self._seen += 1
-            if self._seen % self._refresh_every == 1 or self._refresh_every == 1:
+            seen = self._seen
+            # refreshed at the 1st, 2nd, 4th, 8th ... observation, then every refresh_every: early on each pod
+            # changes the mix a lot, later one pod changes it little (and each refresh empties the memo)
+            if seen % self._refresh_every == 0 or (seen < self._refresh_every and seen & (seen - 1) == 0):
                 self._refresh()
 
     def set(self, mix: Mapping[Shape, float], *, frozen: bool = True) -> None:
@@ -249,16 +252,33 @@ def card_growth(mix: WorkloadMix, cards: Mapping[int, int], minor: int, share: i
     return mix.fragmentation(after) - mix.fragmentation(before)
 
 
-def normalize(growth: Mapping[str, float]) -> dict[str, float]:
-    """Node scores 0..100 from ``ΔF`` per node: 100 for the smallest growth, one point less per milli-GPU more
-    (at least 0). Not min-max scaling: with hundreds of nodes the spread between the best and the worst is
-    hundreds of milli-GPUs, and scaled into 100 integer steps the few milli-GPUs that separate the best nodes (a
-    rare 8-GPU shape's share of a node's growth) would round away; here they stay apart, and only nodes far from
-    the best are lumped together at 0."""
+TIE = 1.0              # milli-GPUs of growth within which placements count as equally good
+TIE_BAND = 10.0        # score points the tie-break (packing) spans at the top
+
+
+def normalize(growth: Mapping[str, float], packed: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Node scores 0..100 from ``ΔF`` per node, with packing as the tie-break.
+
+    Nodes within :data:`TIE` of the smallest growth share the top band, 90..100, ordered by ``packed`` (the
+    node's used share of its resources once the pod is placed: the fuller the higher, as best-fit would pick); the
+    others score 90 less one point per milli-GPU more (at least 0). Not min-max scaling: with hundreds of nodes the
+    spread between the best and the worst is hundreds of milli-GPUs, and scaled into 100 integer steps the few
+    milli-GPUs that separate the best nodes (a rare 8-GPU shape's share of a node's growth) would round away. The
+    tie-break matters as much: many placements leave fragmentation alike (a CPU-only pod on any node with cpu to
+    spare), and spreading those at random uses up the cpu that GPU tasks later need beside free GPUs; in the
+    paper-scale simulation the packing tie-break cut the GPUs left unallocated at 100 % load by a fifth."""
     if not growth:
         return {}
     lo = min(growth.values())
-    return {n: max(0.0, 100.0 - (g - lo)) for n, g in growth.items()}
+    top = 100.0 - TIE_BAND
+    out = {}
+    for n, g in growth.items():
+        excess = g - lo
+        if excess < TIE:
+            out[n] = top + TIE_BAND * min(1.0, max(0.0, (packed or {}).get(n, 0.0)))
+        else:
+            out[n] = max(0.0, top - excess)
+    return out
 
 
 def mix_of(shapes: Sequence[Shape]) -> dict[Shape, float]:

@@ -185,14 +185,14 @@ class Simulator:
         self._frag[name] = self._target.fragmentation(NodeFree(cpu, memory, cards))
 
     def _in_tree_filter(self, pod: Mapping[str, Any]) -> list[str]:
-        """The nodes that pass kube's own filters: cpu and memory fit, the required GPU model, and (as the
-        NodeResourcesFit check of a cluster whose nodes advertise their GPU totals) enough free GPU in all."""
+        """The nodes that pass kube's own filters: cpu and memory fit, and the required GPU model. GPUs are the
+        extender's (ignoredByScheduler), so a pod that fits no node's GPUs still reaches it, as in a cluster: that
+        is also how the extender's workload mix sees the large pods that no longer fit."""
         cpu, memory = _requests(pod)
-        gpu = self._gpu_request(pod)
         allowed = _affinity(pod)
         model = self._model
-        return [n for n, (c, m, g) in self._free.items()
-                if c >= cpu and m >= memory and g >= gpu and (allowed is None or model[n] in allowed)]
+        return [n for n, (c, m, _) in self._free.items()
+                if c >= cpu and m >= memory and (allowed is None or model[n] in allowed)]
 
     def _in_tree_score(self, name: str, cpu: int, memory: int, gpu_request: int) -> float:
         cpu_free, memory_free, gpu_free = self._free[name]

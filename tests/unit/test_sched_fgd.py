@@ -62,9 +62,11 @@ def test_the_mix_decays_and_is_bounded() -> None:
     assert dict(mix.snapshot).keys() == {b.coarse(), c.coarse()}          # room made by dropping the lightest
 
 
-def test_normalize_gives_the_smallest_growth_100_and_a_point_less_per_milli_gpu() -> None:
-    assert normalize({"a": -95.0, "b": -100.0, "c": 200.0}) == {"a": 95.0, "b": 100.0, "c": 0.0}
-    assert normalize({"a": 3.0, "b": 3.0}) == {"a": 100.0, "b": 100.0}
+def test_normalize_tops_the_smallest_growth_breaks_ties_by_packing_and_counts_milli_gpus() -> None:
+    # b grows least: the top band (90..100, by how full it would be); a 5 milli-GPUs more: 85; c far off: 0
+    assert normalize({"a": -95.0, "b": -100.0, "c": 200.0}, {"b": 0.5}) == {"a": 85.0, "b": 95.0, "c": 0.0}
+    # equal growth: the fuller node wins the tie, as best-fit would pick it
+    assert normalize({"a": 3.0, "b": 3.4}, {"a": 0.2, "b": 0.9}) == {"a": 92.0, "b": 99.0}
 
 
 def _one_card_nodes(extender_strategy: str) -> Extender:
