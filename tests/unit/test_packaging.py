@@ -26,7 +26,7 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-WHEEL_TOP_LEVEL = {"koordlet", "nri_plugin", "hami_bridge"}
+WHEEL_TOP_LEVEL = {"koordlet", "nri_plugin", "hami_bridge", "scheduler"}
 
 
 def _project() -> dict:
@@ -80,7 +80,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
     # the packages, and the directories the wheel must leave out
-    for name in ("koordlet", "nri_plugin", "hami_bridge", "proto", "doubles", "bench", "tests"):
+    for name in ("koordlet", "nri_plugin", "hami_bridge", "scheduler", "proto", "doubles", "bench", "tests"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     out = tmp_path_factory.mktemp("dist")
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
