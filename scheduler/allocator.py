@@ -26,7 +26,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import partial
 
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
 from scheduler.devices import DeviceInfo, NodeDevices, Partition, PartitionIndex, Scope, mask_of
@@ -78,11 +77,13 @@ Allocations = dict[str, list[DeviceAllocation]]
 Resources = Mapping[str, int]
 
 
-def _cards(nd: NodeDevices) -> tuple[int, ...]:
-    """The free milli-GPUs of each card, by minor (what fragmentation reads of a node)."""
-    totals = nd.inventory.total(GPU)
-    free = nd.free(GPU)
-    return tuple(card_milli(free[m], totals[m]) for m in sorted(totals))
+def node_cards(nd: NodeDevices) -> tuple[int, ...]:
+    """The free milli-GPUs of each card, by minor (what fragmentation reads of a node); once per generation."""
+    def cards() -> tuple[int, ...]:
+        totals = nd.inventory.total(GPU)
+        free = nd.free(GPU)
+        return tuple(card_milli(free[m], totals[m]) for m in sorted(totals))
+    return nd.memo("cards", cards)
 
 
 def _fits(request: Resources, free: Resources) -> bool:
@@ -203,7 +204,7 @@ class Allocator:
         """FragmentationAware's node measure: the smallest growth of the node's expected fragmentation over the
         placements of ``shape`` (None: it does not fit); the extender turns it into a score."""
         assert self.mix is not None
-        return self.mix.best_growth(NodeFree(cpu_free, memory_free, nd.memo("cards", partial(_cards, nd))), shape)
+        return self.mix.best_growth(NodeFree(cpu_free, memory_free, node_cards(nd)), shape)
 
     def score(self, nd: NodeDevices, request: PodDeviceRequest) -> int:
         """DeviceShare's node score before normalization (0 when the pod asks nothing of this node)."""

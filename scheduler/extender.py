@@ -35,12 +35,12 @@ from typing import Any
 
 from koordlet import wire
 from scheduler import fgd
-from scheduler.allocator import AllocationFailure, Allocator
+from scheduler.allocator import AllocationFailure, Allocator, node_cards
 from scheduler.annotations import format_device_allocated
 from scheduler.cache import ClusterCache, NodeState, pod_uid
 from scheduler.fgd import shape_of
 from scheduler.numa import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE, Hint, NodeNUMAResource, NumaResult, Verdict
-from scheduler.requests import GPU, PodDeviceRequest, RequestError, pod_device_request
+from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
 
 log = logging.getLogger(__name__)
 
@@ -356,12 +356,10 @@ def _packed(state: NodeState, shape: fgd.Shape) -> float:
     among GPU nodes: FragmentationAware's tie-break, as best-fit packs."""
     cpu_total = state.allocatable[0]
     cpu_used = 1.0 - (state.free()[0] - shape.cpu) / cpu_total if cpu_total > 0 else 1.0
-    cards = state.devices.inventory.total(GPU)
+    cards = node_cards(state.devices)
     if not cards:
         return cpu_used
-    free = state.devices.free(GPU)
-    milli = sum(fgd.card_milli(free[m], cards[m]) for m in cards) - shape.gpu_milli * max(shape.gpus, 0)
-    gpu_used = 1.0 - milli / (fgd.WHOLE * len(cards))
+    gpu_used = 1.0 - (sum(cards) - shape.gpu_milli * shape.gpus) / (fgd.WHOLE * len(cards))
     return 0.9 * gpu_used + 0.1 * cpu_used
 
 

@@ -40,7 +40,7 @@ from scheduler.requests import CORE, MEMORY, RATIO, PodDeviceRequest, pod_reques
 WHOLE = 1000                 # milli-GPUs in one card
 HALF_LIFE = 2000.0           # observations after which a shape's weight has halved
 MAX_SHAPES = 256
-REFRESH_EVERY = 256
+REFRESH_EVERY = 1024
 _MEMO = 200_000              # remembered fragmentation values (per snapshot)
 
 

@@ -186,15 +186,22 @@ class Simulator:
         self._allocated[name] = sum(WHOLE - c for c in cards)
         self._frag[name] = self._target.fragmentation(NodeFree(cpu, memory, cards))
 
-    def _in_tree_filter(self, pod: Mapping[str, Any]) -> list[str]:
-        """The nodes that pass kube's own filters: cpu and memory fit, and the required GPU model. GPUs are the
-        extender's (ignoredByScheduler), so a pod that fits no node's GPUs still reaches it, as in a cluster: that
-        is also how the extender's workload mix sees the large pods that no longer fit."""
+    def _in_tree_filter(self, pod: Mapping[str, Any]) -> dict[str, list[str]]:
+        """kube's own filters (cpu and memory fit, the required GPU model), by class: a representative of each class
+        with members that pass, and those members. GPUs are the extender's (ignoredByScheduler), so a pod that fits
+        no node's GPUs still reaches it, as in a cluster: that is also how the extender's workload mix sees the
+        large pods that no longer fit."""
         cpu, memory = _requests(pod)
         allowed = _affinity(pod)
-        model = self._model
-        return [n for n, (c, m, _) in self._free.items()
-                if c >= cpu and m >= memory and (allowed is None or model[n] in allowed)]
+        free = self._free
+        out: dict[str, list[str]] = {}
+        for key, members in self._members.items():
+            if allowed is not None and key[0] not in allowed:
+                continue
+            passing = [n for n in members if free[n][0] >= cpu and free[n][1] >= memory]
+            if passing:
+                out[passing[0]] = passing
+        return out
 
     def _in_tree_score(self, name: str, cpu: int, memory: int, gpu_request: int) -> float:
         cpu_free, memory_free, gpu_free = self._free[name]
@@ -234,12 +241,8 @@ class Simulator:
         rounded up to whole cards counts only its share: the rest of the card is allocated to nobody's use)."""
         meta = pod["metadata"]
         self.cache.on_pod("ADDED", pod)
-        passing = self._in_tree_filter(pod)
         # one node per class asks the verbs for the whole class (the members that passed kube's filters)
-        by_class: dict[tuple[Any, ...], list[str]] = {}
-        for n in passing:
-            by_class.setdefault(self._class[n], []).append(n)
-        reps = {members[0]: members for members in by_class.values()}
+        reps = self._in_tree_filter(pod)
         fits = self.extender.filter({"Pod": pod, "Nodes": None, "NodeNames": list(reps)})["NodeNames"] \
             if reps else []
         if not fits:

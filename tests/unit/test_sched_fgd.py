@@ -109,3 +109,14 @@ def test_fgd_keeps_room_for_the_common_shape_where_packing_fills_the_tight_node(
         placed[strategy] = got
     assert placed["MostAllocated"] == ["a", "b", None]
     assert placed["FragmentationAware"][0] == "b" and None not in placed["FragmentationAware"]
+
+
+def test_fragmentation_aware_is_selected_in_the_extenders_config() -> None:
+    from scheduler.config import ConfigError, parse
+    config = parse({"deviceShare": {"scoringStrategy": {"type": "FragmentationAware"}}, "prioritizeMaxScore": 100})
+    ext = Extender(ClusterCache(config))
+    assert ext.allocator.mix is not None and config.max_score == 100
+    with pytest.raises(ConfigError, match="FragmentAware"):
+        parse({"deviceShare": {"scoringStrategy": {"type": "FragmentAware"}}})
+    with pytest.raises(ConfigError, match="prioritizeMaxScore"):
+        parse({"prioritizeMaxScore": 1000})
