@@ -352,15 +352,15 @@ class Extender:
 
 
 def _packed(state: NodeState, shape: fgd.Shape) -> float:
-    """How full the node would be with the pod: its GPUs' used share (cpu's where it has none), cpu breaking ties
-    among GPU nodes: FragmentationAware's tie-break, as best-fit packs."""
+    """How full the node would be with the pod, GPUs and cpu alike (cpu alone where it has no GPU):
+    FragmentationAware's tie-break, as best-fit packs (weights chosen in the simulator: bench/RESULTS.md)."""
     cpu_total = state.allocatable[0]
     cpu_used = 1.0 - (state.free()[0] - shape.cpu) / cpu_total if cpu_total > 0 else 1.0
     cards = node_cards(state.devices)
     if not cards:
         return cpu_used
     gpu_used = 1.0 - (sum(cards) - shape.gpu_milli * shape.gpus) / (fgd.WHOLE * len(cards))
-    return 0.9 * gpu_used + 0.1 * cpu_used
+    return 0.5 * gpu_used + 0.5 * cpu_used
 
 
 def _bound_copy(pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> dict[str, Any]:

@@ -63,8 +63,8 @@ def test_the_mix_decays_and_is_bounded() -> None:
 
 
 def test_normalize_tops_the_smallest_growth_breaks_ties_by_packing_and_counts_milli_gpus() -> None:
-    # b grows least: the top band (90..100, by how full it would be); a 5 milli-GPUs more: 85; c far off: 0
-    assert normalize({"a": -95.0, "b": -100.0, "c": 200.0}, {"b": 0.5}) == {"a": 85.0, "b": 95.0, "c": 0.0}
+    # b grows least: the top band (90..100, by how full it would be); a 8 milli-GPUs more: 82; c far off: 0
+    assert normalize({"a": -92.0, "b": -100.0, "c": 200.0}, {"b": 0.5}) == {"a": 82.0, "b": 95.0, "c": 0.0}
     # equal growth: the fuller node wins the tie, as best-fit would pick it
     assert normalize({"a": 3.0, "b": 3.4}, {"a": 0.2, "b": 0.9}) == {"a": 92.0, "b": 99.0}
 
