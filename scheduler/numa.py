@@ -1428,10 +1428,10 @@ class NodeNUMAResource:
         except _Unfit as e:
             return Verdict(str(e), False)
 
-    def filter(self, pod: Mapping[str, Any], topo: NodeTopology | None, usage: NumaUsage,
-               extra_hints: Mapping[str, Sequence[Hint]] = _NO_HINTS) -> Verdict | None:
-        """Upstream's Filter: None when the pod fits the node. ``extra_hints``: other providers' NUMA hints
-        (DeviceShare's, by device type) merged with ours; their own allocation within the chosen mask is theirs."""
+    def _resolve(self, pod: Mapping[str, Any], topo: NodeTopology | None
+                 ) -> tuple[_PodSpec, str, bool] | Verdict | None:
+        """The pod's spec, the NUMA policy that applies on this node and whether it binds CPUs; a Verdict when they
+        conflict, None when the pod requests nothing."""
         spec = self._spec(pod)
         if not isinstance(spec, _PodSpec):
             return spec
@@ -1441,6 +1441,16 @@ class NodeNUMAResource:
         bind = self._bind(spec, topo)
         if isinstance(bind, Verdict):
             return bind
+        return spec, policy, bind
+
+    def filter(self, pod: Mapping[str, Any], topo: NodeTopology | None, usage: NumaUsage,
+               extra_hints: Mapping[str, Sequence[Hint]] = _NO_HINTS) -> Verdict | None:
+        """Upstream's Filter: None when the pod fits the node. ``extra_hints``: other providers' NUMA hints
+        (DeviceShare's, by device type) merged with ours; their own allocation within the chosen mask is theirs."""
+        resolved = self._resolve(pod, topo)
+        if not isinstance(resolved, tuple):
+            return resolved
+        spec, policy, bind = resolved
         if bind:
             if topo is None or not topo.valid:
                 return Verdict(ERR_INVALID_CPU_TOPOLOGY, True)
@@ -1467,15 +1477,10 @@ class NodeNUMAResource:
     def allocate(self, pod: Mapping[str, Any], topo: NodeTopology | None, usage: NumaUsage,
                  extra_hints: Mapping[str, Sequence[Hint]] = _NO_HINTS) -> NumaResult | Verdict | None:
         """Upstream's Reserve: the cpuset and NUMA shares for the pod on this node; None when it needs neither."""
-        spec = self._spec(pod)
-        if not isinstance(spec, _PodSpec):
-            return spec
-        policy = self._policy(spec, topo)
-        if isinstance(policy, Verdict):
-            return policy
-        bind = self._bind(spec, topo)
-        if isinstance(bind, Verdict):
-            return bind
+        resolved = self._resolve(pod, topo)
+        if not isinstance(resolved, tuple):
+            return resolved
+        spec, policy, bind = resolved
         if policy == NUMA_NONE:
             if not bind:
                 return None
