@@ -89,6 +89,7 @@ bench: venv
 	$(BIN)/python bench/churn_state.py
 	$(BIN)/python bench/cri_create.py
 	$(BIN)/python bench/sched_extender.py
+	$(BIN)/python bench/sched_simulate.py --known-mix
 
 # The property tests' long runs: 10,000 examples per parser (annotations, NodeSLO, pods file, ttRPC/mux framing).
 # CI runs it after `make test`; `make test` runs the same properties with a few dozen examples each.

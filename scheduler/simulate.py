@@ -370,14 +370,17 @@ def write_outputs(runs: Sequence[Run], out_dir: str) -> list[str]:
         return paths
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for r in runs:
-        ax.plot([p.load for p in r.points], [100 * p.unallocated for p in r.points], label=r.policy)
-    ax.set_xlabel("arrived workload (% of GPU capacity requested)")
-    ax.set_ylabel("GPU capacity unallocated (%)")
-    ax.set_title("Unallocated GPUs vs arrived load")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, low in zip(axes, (0, 80), strict=True):      # the whole run, and the last fifth where policies part
+        for r in runs:
+            points = [p for p in r.points if p.load >= low]
+            ax.plot([p.load for p in points], [100 * p.unallocated for p in points], label=r.policy)
+        ax.set_xlabel("arrived workload (% of GPU capacity requested)")
+        ax.set_ylabel("GPU capacity unallocated (%)")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_title("Unallocated GPUs vs arrived load")
+    axes[1].set_title("80-100 % of capacity arrived")
+    axes[1].legend()
     png = os.path.join(out_dir, "unallocated.png")
     fig.savefig(png, dpi=120, bbox_inches="tight")
     plt.close(fig)
