@@ -121,3 +121,24 @@ def test_simulate_command_refuses_unknown_policies(capsys: pytest.CaptureFixture
     assert cli.main(["simulate", "--nodes", "n.csv", "--pods", "p.csv", "--policies", "fastest",
                      "--out", str(tmp_path)]) == 2
     assert "unknown fastest" in capsys.readouterr().err
+
+
+def test_simulate_on_nodes_from_the_agents_own_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`--report-dir`: the cluster is what `koordlet report --once` printed for an 8×H100 host; 4-GPU pods land on
+    one NVLink half each (the agent's partition table), counted as inside a partition."""
+    from tests.unit.test_sched_trace import agent_report
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "h100.yaml").write_text(agent_report(tmp_path, monkeypatch, "h100", "yaml", gpus=True))
+    pods = [pod(f"train-{i}", 1000, 4, created=i, cpu=100) for i in range(2)]
+    trace.write_pods(str(tmp_path / "pods.csv"), pods)
+    assert cli.main(["simulate", "--report-dir", str(reports), "--pods", str(tmp_path / "pods.csv"),
+                     "--policies", "deviceshare-most", "--out", str(tmp_path / "out")]) == 0
+    curve = json.loads((tmp_path / "out" / "curve.json").read_text())
+    (run,) = curve["runs"]
+    last = run["points"][-1]
+    assert (run["placed"], last["load"], last["unallocated"]) == (2, 100, 0.0)
+    assert (last["multi_gpu"], last["in_partition"]) == (2, 2)
+    assert "deviceshare-most" in capsys.readouterr().out
