@@ -284,18 +284,6 @@ def exposition(registry: Collector) -> bytes:
 # --- the agent's metrics ---------------------------------------------------------------------------------------
 
 
-class HostAppLabels(Protocol):
-    """What the host-application series are labelled with (a ``koordlet.states.hostapps.HostApp``; named
-    structurally so that this module, below the states layer, does not import it)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def priority(self) -> str: ...
-    @property
-    def qos(self) -> str: ...
-
-
 class PodLabels(Protocol):
     """A pod as the per-pod series see it (a ``koordlet.states.pod.Pod``)."""
 
@@ -350,6 +338,31 @@ def register_process_collectors(registry: CollectorRegistry) -> None:
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)
     registry.register(_ThreadsCollector())
+
+
+class GaugeCycle:
+    """The series one cycle sets on a labelled gauge, published together at the end of the cycle: each series
+    set, the series of the previous cycle that this one did not set removed. Clearing the gauge first and
+    refilling it as the cycle goes (what this replaces) let a scrape between the two see a family with some or
+    none of its series; here a scrape sees, per series, the previous value or the new one, and the family is never
+    emptied by the update itself. One writer per gauge (the strategy or collector that owns it)."""
+
+    def __init__(self, gauge: Gauge) -> None:
+        self._gauge = gauge
+        self._values: dict[tuple[str, ...], float] = {}
+        self._published: set[tuple[str, ...]] = set()
+
+    def set(self, labels: tuple[str, ...], value: float) -> None:
+        self._values[labels] = value
+
+    def publish(self) -> None:
+        """Make this cycle's series the gauge's, and start the next cycle empty."""
+        for labels, value in self._values.items():
+            self._gauge.labels(*labels).set(value)
+        for labels in self._published - self._values.keys():
+            self._gauge.remove(*labels)
+        self._published = set(self._values)
+        self._values = {}
 
 
 class AgentMetrics:
@@ -556,9 +569,6 @@ class AgentMetrics:
         return {DEFAULT_PATH: self.registry, INTERNAL_PATH: self.internal, EXTERNAL_PATH: self.external}
 
     # --- recording (one method per fact where there is more to it than one ``labels().set()``) ----------------
-
-    def host_app_usage(self, app: HostAppLabels, resource: str, value: float) -> None:
-        self.host_application_resource_usage.labels(self.node, app.name, resource, app.priority, app.qos).set(value)
 
     def skipped(self, collector: str, reason: str, n: int = 1) -> None:
         if n:

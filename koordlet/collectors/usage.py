@@ -55,7 +55,7 @@ from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat,
 from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_meminfo, read_topology
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.metrics import AgentMetrics, GaugeCycle
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 
@@ -365,10 +365,22 @@ class HostAppCollector(_CgroupCollector):
     """CPU and memory of the NodeSLO's host applications (upstream's HostApplicationCollector)."""
     name = "hostapp"
 
+    def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float) -> None:
+        super().__init__(cgroups, shared, metrics, interval)
+        # published whole at the end of each cycle: an app removed from the NodeSLO disappears, and a scrape never
+        # sees the family half refilled
+        self._series = GaugeCycle(metrics.host_application_resource_usage)
+
     def collect(self, now: float, mono: float, apps: Iterable[HostApp]) -> list[Sample]:
+        try:
+            return self._collect(now, mono, apps)
+        finally:
+            self._series.publish()
+
+    def _collect(self, now: float, mono: float, apps: Iterable[HostApp]) -> list[Sample]:
         samples: list[Sample] = []
         cpu_total = memory_total = 0.0
-        self._metrics.host_application_resource_usage.clear()    # an app removed from the NodeSLO disappears
+        node = self._metrics.node
         for app in apps:
             try:
                 cpu, mem = self._usage.read(app.cgroup_dir, mono)
@@ -383,11 +395,11 @@ class HostAppCollector(_CgroupCollector):
                         Sample("host_application_memory_usage_with_page_cache", labels, now,
                                float(mem.with_page_cache))]
             memory_total += mem.anon
-            self._metrics.host_app_usage(app, "memory", float(mem.anon))
+            self._series.set((node, app.name, "memory", app.priority, app.qos), float(mem.anon))
             if cpu is not None:
                 samples.append(Sample("host_application_cpu_usage", labels, now, cpu))
                 cpu_total += cpu
-                self._metrics.host_app_usage(app, "cpu", cpu)
+                self._series.set((node, app.name, "cpu", app.priority, app.qos), cpu)
         self._usage.expire(mono)
         self._shared.host_apps = Reading(now, cpu_total, memory_total)
         return samples

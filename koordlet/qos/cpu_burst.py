@@ -50,6 +50,7 @@ from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
+from koordlet.metrics import GaugeCycle
 from koordlet.rules.resources import (
     ResourceStatus,
     cpu_share_pod,
@@ -259,6 +260,9 @@ class CPUBurst:
         self._collect_interval = collect_interval
         self._window = min(5 * reconcile_interval, SHARE_POOL_WINDOW_MAX)
         self._metrics = metrics
+        # what each cycle sets, published at its end (never cleared and refilled under a scrape)
+        self._burst_series = GaugeCycle(metrics.container_scaled_cfs_burst_us) if metrics is not None else None
+        self._quota_series = GaugeCycle(metrics.container_scaled_cfs_quota_us) if metrics is not None else None
         self._rng = rng if rng is not None else random.Random()
         self.limiters: dict[str, BurstLimiter] = {}        # container id -> bucket
         self._throttle: dict[str, _Throttle] = {}           # container id -> previous cpu.stat
@@ -268,14 +272,19 @@ class CPUBurst:
     # --- cycle ----------------------------------------------------------------------------------------
 
     def reconcile(self, view: NodeView, executor: Executor) -> None:
+        try:
+            self._reconcile(view, executor)
+        finally:
+            for series in (self._burst_series, self._quota_series):
+                if series is not None:
+                    series.publish()
+
+    def _reconcile(self, view: NodeView, executor: Executor) -> None:
         node_cfg = view.slo.cpu_burst
         if node_cfg is None:
             self._once("no-config", "cpu burst skipped: NodeSLO has no cpuBurstStrategy")
             return
         now = view.now or time.time()
-        if self._metrics is not None:
-            self._metrics.container_scaled_cfs_burst_us.clear()
-            self._metrics.container_scaled_cfs_quota_us.clear()
         threshold = node_cfg.share_pool_threshold_percent
         state = node_state(self.share_pool_usage(view, now), 50 if threshold is None else threshold)
         bad: list[str] = []
@@ -338,9 +347,10 @@ class CPUBurst:
             result = executor.update([executor.cgroup(rel, "cpu.cfs_burst_us", value, _owner(meta, container),
                                                       REASON_CPU_BURST)])
             pod_value += value
-            if self._metrics is not None and not result.failed and not result.missing:
-                self._metrics.container_scaled_cfs_burst_us.labels(
-                    self._metrics.node, pod.namespace, pod.name, container.id, container.name).set(value)
+            if self._metrics is not None and self._burst_series is not None and not result.failed \
+                    and not result.missing:
+                self._burst_series.set((self._metrics.node, pod.namespace, pod.name, container.id, container.name),
+                                       value)
         executor.update([executor.cgroup(meta.cgroup_dir, "cpu.cfs_burst_us", pod_value, pod_owner(meta),
                                          REASON_CPU_BURST)])
 
@@ -368,10 +378,9 @@ class CPUBurst:
             if target == current:
                 continue
             if self._scale(meta, container, rel, current, target - current, executor):
-                if self._metrics is not None:
-                    self._metrics.container_scaled_cfs_quota_us.labels(
-                        self._metrics.node, meta.pod.namespace, meta.pod.name, container.id,
-                        container.name).set(target)
+                if self._metrics is not None and self._quota_series is not None:
+                    self._quota_series.set((self._metrics.node, meta.pod.namespace, meta.pod.name, container.id,
+                                            container.name), target)
                 log.info("cfs quota scaled pod=%s container=%s operation=%s node=%s old=%d new=%d",
                          meta.pod.key, container.name, op.value, state.value, current, target)
 

@@ -396,3 +396,34 @@ def test_vanished_container_is_skipped_quietly(env, caplog):
     assert env.executor.total.missing >= 1 and env.executor.total.failed == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert os.path.exists(env.file(meta.cgroup_dir, "cpu.cfs_burst_us"))
+
+
+def test_a_scrape_during_reconciles_never_sees_the_burst_family_partial(env):
+    """The burst gauge is rebuilt every cycle (issue 25: one scrape returned 111 of 165 series when it was cleared
+    and refilled): scrapes running beside 1,000 cycles always see every container's series."""
+    import threading
+
+    from koordlet.metrics import exposition
+    uids = [f"11111111-0000-0000-0000-{i:012d}" for i in range(20)]
+    for i, uid in enumerate(uids):
+        env.add(pod_obj(uid, f"web-{i}", {"app": (f"{i:02d}" * 32, "2")}))
+    strategy = CPUBurst(env.cache, 1.0, env.metrics)
+    cfg = spec(policy="cpuBurstOnly", cpuBurstPercent=150)
+    strategy.reconcile(env.view(cfg), env.executor)
+    family = "koordlet_container_scaled_cfs_burst_us{"
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def scrape() -> None:
+        while not stop.is_set():
+            seen.append(exposition(env.metrics.registry).decode().count(family))
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        for _ in range(1000):
+            strategy.reconcile(env.view(cfg), env.executor)
+    finally:
+        stop.set()
+        scraper.join()
+    assert seen and set(seen) == {len(uids)}

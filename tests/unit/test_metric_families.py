@@ -56,7 +56,7 @@ def populate(m: AgentMetrics) -> None:
     m.be_suppress_cpu_cores.labels(N, "cpuset").set(2)                   # CPU suppress
     m.be_suppress_ls_used_cpu_cores.labels(N).set(3.5)
     m.be_suppress_be_used_cpu_cores.labels(N).set(0.5)                   # BE collector
-    m.host_app_usage(SimpleNamespace(name="nginx", priority="koord-prod", qos="LS"), "cpu", 0.2)
+    m.host_application_resource_usage.labels(N, "nginx", "cpu", "koord-prod", "LS").set(0.2)   # hostapp collector
     m.kubelet_request("/pods/", 200, 0.003)                              # kubelet client
     m.node_metric_usages({"cpu": 1.5, "memory": 2.0**30}, {"cpu": 0.5}, {0: ({"cpu": 1.0}, {"memory": 2.0**20})})
     m.oom_score_adj(POD, "app", -998)                                    # NRI oom hook
