@@ -288,6 +288,9 @@ def check_root(rootfs: str) -> None:
     version = _chroot(rootfs, ["/koordlet", "--version"], "/koordlet --version", PYTHONDONTWRITEBYTECODE="1")
     _chroot(rootfs, [f"{PREFIX}/bin/python", "-c", "import koordlet.agent, kubernetes.client, kubernetes.config"],
             "importing the agent in the root", PYTHONDONTWRITEBYTECODE="1")
+    # the companion scheduler's sidecar runs from the same image (deploy/scheduler)
+    _chroot(rootfs, [f"{PREFIX}/bin/koord-scheduler-extender", "version"], "koord-scheduler-extender version",
+            PYTHONDONTWRITEBYTECODE="1")
     if not version.strip():
         raise BuildError("/koordlet --version printed nothing")
     bad = []
