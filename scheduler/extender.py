@@ -12,9 +12,11 @@ Decisions, per node, from the cache (:mod:`scheduler.cache`) and the plugins:
   the per-card request, keyed on the node's generation) reject most nodes before the allocator runs.
 * **LoadAware** (:mod:`scheduler.loadaware`) and **NodeNUMAResource** (:mod:`scheduler.numa`).
 
-Scores: each plugin gives 0..100 (DeviceShare normalized over the candidates, as kube's DefaultNormalizeScore);
-their weighted mean is the node's score, sent as 0..10 (``MaxExtenderPriority``); kube multiplies it by the
-extender's weight × 10.
+Scores: each plugin gives 0..100 (DeviceShare normalized over the candidates, as kube's DefaultNormalizeScore, or
+by fragmentation growth under FragmentationAware: :func:`scheduler.fgd.normalize`); their weighted mean is the
+node's score, sent as 0..``prioritizeMaxScore`` (10 by default, kube's ``MaxExtenderPriority``); kube multiplies it
+by the extender's weight × 10. Answers that depend only on a node's devices (the filter's trial allocation, the
+DeviceShare score) are remembered per node generation: between two pods only the node the first landed on changes.
 
 **Bind** is where the pod's annotations are written, atomically with the binding: under the node's lock the
 allocation is re-run against the cache (which includes pods assumed by earlier binds), the pod is assumed, the lock
