@@ -123,6 +123,8 @@ MAX_SERIES = 10_000
 #: container's or host application's series qualify; a slower live series evicted anyway loses nothing (its next
 #: sample starts a new memory series, its past stays on disk).
 _IDLE = 30.0
+#: Seconds of history written after the first measurement before the first estimate of what ``max_bytes`` holds.
+ESTIMATE_AFTER = 600.0
 
 
 def make_labels(mapping: Mapping[str, str]) -> Labels:
@@ -339,6 +341,11 @@ class MetricCache:
         self._evicted = 0             # series evicted since start (evictions that lost data: _evicted_lost)
         self._evicted_lost = 0
         self._over_cap_logged = False
+        # what the disk holds: seconds of history now, and what max_bytes holds at the rate seen (None: not yet)
+        self._held = 0.0
+        self._holds: float | None = None
+        self._baseline: tuple[float, int] | None = None      # (history, file size) at the first measurement
+        self._full_logged = False
         self._floor_ms = _MS_MIN
         self._kv: dict[str, object] = {}
         self._conn: sqlite3.Connection | None = None
@@ -683,6 +690,14 @@ class MetricCache:
         deleted pods' series while under ``max_series``."""
         return len(self._series)
 
+    def history(self) -> tuple[float, float | None]:
+        """(seconds of history on disk now, seconds of history the disk holds at the write rate seen so far, capped
+        at ``retention``; None until :data:`ESTIMATE_AFTER` seconds are on disk). Updated by :meth:`trim`. When
+        ``max_bytes`` is what limits the history (many containers), the second figure is below the retention and
+        says how far back the cache really reaches."""
+        with self._lock:
+            return self._held, self._holds
+
     def evicted_count(self) -> tuple[int, int]:
         """(series evicted from memory over the cap since start, of which dropped without a copy on disk)."""
         with self._lock:
@@ -817,12 +832,46 @@ class MetricCache:
         try:
             conn.execute("DELETE FROM chunks WHERE end_ms < ?", (_to_ms(now - self._retention),))
             _incremental_vacuum(conn)
-            self._enforce_max_bytes()
+            full = self._enforce_max_bytes()
+            self._measure_history(now, full)
             self._drop_orphan_series()
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.Error as e:
             self._rollback()
             log.error("metric cache disk trim failed path=%s error=%s", self._db_path, e)
+
+    def _measure_history(self, now: float, full: bool) -> None:
+        """How far back the disk reaches, and how far ``max_bytes`` lets it reach at the rate data arrives: the
+        file's growth per second of history since the first measurement (its fixed part, the schema and a page or
+        two per series, does not grow), extrapolated to ``max_bytes``."""
+        assert self._conn is not None
+        oldest = self._conn.execute("SELECT min(start_ms) FROM chunks").fetchone()[0]
+        self._held = max(0.0, now - oldest / 1000) if oldest is not None else 0.0
+        size = self._db_size()
+        if full or self._full_logged:
+            # at the cap the file stays between 90 % and 100 % of max_bytes (each trim deletes down to 90 %): what
+            # it holds is what is on disk, scaled to a full file
+            self._holds = min(self._retention, self._held * self._max_bytes / max(size, 1))
+            if not self._full_logged:
+                self._full_logged = True
+                log.warning("metric cache full: max_bytes holds %.1fh of history, not the %.1fh retention "
+                            "path=%s max_bytes=%d", self._holds / 3600, self._retention / 3600, self._db_path,
+                            self._max_bytes)
+            return
+        if self._baseline is None:
+            if self._held > 0:
+                self._baseline = (self._held, size)
+            return
+        held0, size0 = self._baseline
+        if self._held - held0 < ESTIMATE_AFTER or size <= size0:
+            return
+        rate = (size - size0) / (self._held - held0)
+        first = self._holds is None
+        self._holds = min(self._retention, self._held + (self._max_bytes - size) / rate)
+        if first:
+            log.info("metric cache holds about %.1fh of history at the current rate (retention %.1fh, "
+                     "max_bytes %d)%s", self._holds / 3600, self._retention / 3600, self._max_bytes,
+                     "" if self._holds >= self._retention else "; max_bytes, not the retention, limits history")
 
     def _db_size(self) -> int:
         assert self._conn is not None
@@ -830,8 +879,8 @@ class MetricCache:
         page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
         return int(pages) * int(page_size)
 
-    def _enforce_max_bytes(self) -> None:
-        """Delete oldest chunks until page_count*page_size <= max_bytes.
+    def _enforce_max_bytes(self) -> bool:
+        """Delete oldest chunks until page_count*page_size <= max_bytes; whether it had to.
 
         Each round deletes roughly the excess (estimated from blob sizes) down
         to 90% of the budget, so we don't run this on every trim once at the
@@ -843,7 +892,7 @@ class MetricCache:
         assert conn is not None
         size = self._db_size()
         if size <= self._max_bytes:
-            return
+            return False
         before = size
         deleted = 0
         target = int(self._max_bytes * 0.9)
@@ -872,6 +921,7 @@ class MetricCache:
             "metric cache over max_bytes path=%s size_before=%d size_after=%d max_bytes=%d deleted_chunks=%d",
             self._db_path, before, size, self._max_bytes, deleted,
         )
+        return True
 
     def _drop_orphan_series(self) -> None:
         """Delete series rows with no chunks left and no presence in memory.

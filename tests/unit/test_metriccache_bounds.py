@@ -170,3 +170,37 @@ def test_memory_only_cache_is_capped_too_and_says_what_it_lost():
     assert evicted == lost > 0
     for uid in LONG:                 # live series untouched
         assert len(cache.query("pod_cpu_usage", {"pod_uid": uid}, 0, INF)) == 600
+
+
+def test_the_cache_says_how_much_history_max_bytes_holds_under_a_synthetic_12h_load(tmp_path, caplog):
+    """Issue 25: a 12 h load larger than ``max_bytes`` (so the cap, not the retention, bounds the history). The
+    estimate made after the first ten minutes predicts the history the cache ends up holding, the cache says when
+    it is full, and what it reports held is what a query can still read back."""
+    import logging
+    clock = FakeClock()
+    cache = MetricCache(str(tmp_path), max_bytes=1 << 20, memory_window=600, clock=clock)
+    series = [labels(pod_uid=f"pod-{i}") for i in range(200)]
+    step = 10.0
+    estimates = []
+    with caplog.at_level(logging.INFO, logger="koordlet.metriccache.store"):
+        for k in range(int(12 * 3600 / step)):
+            clock.now = T0 + k * step
+            cache.append([Sample("pod_cpu_usage", lb, clock.now, (k * 7919 + i) % 1000 / 7.0)
+                          for i, lb in enumerate(series)])
+            if k % 30 == 29:                     # a flush and trim every 5 minutes of load
+                cache.trim()
+                held, holds = cache.history()
+                if holds is not None and not estimates:
+                    estimates.append(holds)
+    held, holds = cache.history()
+    assert estimates and holds is not None
+    assert held < 12 * 3600 * 0.9                # the cap bounds the history, not the 12 h retention
+    assert holds == pytest.approx(held, rel=0.12)   # full: what is on disk (the file is 90-100 % of the cap)
+    assert estimates[0] == pytest.approx(held, rel=0.25)   # the early estimate was close
+    assert "metric cache full: max_bytes holds" in caplog.text
+    assert "max_bytes, not the retention, limits history" in caplog.text
+    # what it says it holds is there, and nothing older
+    first = cache.query("pod_cpu_usage", {"pod_uid": "pod-0"}, clock.now - held - 600, clock.now - held + 600)
+    gone = cache.query("pod_cpu_usage", {"pod_uid": "pod-0"}, T0, clock.now - held - 600)
+    assert len(first) > 0 and len(gone) == 0
+    cache.close()
