@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +25,7 @@ BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
 WATCH_TIMEOUT = 300          # seconds the server keeps one watch open (client-go picks 5-10 min)
 
 
-class _ListWatch:
+class _ListWatch(ABC):
     """The list-then-watch loop shared by :class:`ObjectWatcher` (one named object) and :class:`Reflector` (a whole
     collection): resume from the last resourceVersion, re-list on 410, back off while the API server is away."""
 
@@ -73,13 +74,13 @@ class _ListWatch:
         if abort is not None:
             abort()
 
+    @abstractmethod
     def _listed(self, items: list[dict[str, Any]]) -> None:
         """The full state after a list (it replaces whatever was known)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _event(self, kind: str, obj: dict[str, Any]) -> None:
         """One ADDED / MODIFIED / DELETED event."""
-        raise NotImplementedError
 
     def _list(self) -> str:
         doc = self._api.get(self._resource.collection(), **self._query)
