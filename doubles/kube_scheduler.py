@@ -49,6 +49,7 @@ from urllib.parse import quote, urlsplit
 
 from doubles.connections import NoDelayHTTPConnection
 from koordlet.quantity import parse_quantity
+from scheduler import requests
 
 log = logging.getLogger(__name__)
 
@@ -337,26 +338,10 @@ def num_feasible_nodes_to_find(percentage_of_nodes_to_score: int, num_all_nodes:
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
-    """What the pod asks a node for: the sum over containers, raised per resource to any init container's request,
-    plus the pod overhead. A resource with a limit and no request counts its limit, as API defaulting fills it in.
-    (Restartable sidecar init containers are counted like ordinary init containers: simplified.)"""
-    spec = pod.get("spec") or {}
-    total: dict[str, Fraction] = {}
-    for container in spec.get("containers") or ():
-        for name, value in _container_requests(container).items():
-            total[name] = total.get(name, Fraction(0)) + value
-    for container in spec.get("initContainers") or ():
-        for name, value in _container_requests(container).items():
-            total[name] = max(total.get(name, Fraction(0)), value)
-    for name, raw in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Fraction(0)) + parse_quantity(raw)
-    return total
-
-
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
-    resources = container.get("resources") or {}
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(raw) for name, raw in merged.items()}
+    """What the pod asks a node for: Kubernetes' PodRequests (containers, sidecars, init containers, overhead; a
+    limit without a request counts as its request, as API defaulting fills it in), the same sum the extender
+    makes (``scheduler.requests.pod_requests``)."""
+    return requests.pod_requests(pod.get("spec") or {})
 
 
 def node_resources_fit(ignored: Iterable[str] = ()) -> InTreeFilter:

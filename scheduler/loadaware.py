@@ -43,6 +43,7 @@ from koordlet.host.cgroup import KubeQOS
 from koordlet.logutil import LogOnce
 from koordlet.quantity import parse_quantity
 from koordlet.states.pod import Pod, kube_qos_of
+from scheduler.requests import containers_total
 
 log = logging.getLogger(__name__)
 
@@ -415,18 +416,8 @@ def _pod_total(spec: Mapping[str, Any], kind: str, name: str) -> Fraction:
     and the sidecars (restartable init containers) together, at least what any init container needs while it runs
     beside the sidecars started before it; pod-level ``spec.resources`` replace cpu, memory and hugepages-*; the
     overhead is added to requests, and to limits that are set."""
-    total = sum((_section(c, kind, name, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or [])),
-                Fraction(0))
-    sidecars, init_peak = Fraction(0), Fraction(0)
-    for i, c in enumerate(spec.get("initContainers") or []):
-        value = _section(c, kind, name, f"spec.initContainers[{i}]")
-        if c.get("restartPolicy") == "Always":
-            total += value
-            sidecars += value
-            init_peak = max(init_peak, sidecars)
-        else:
-            init_peak = max(init_peak, value + sidecars)
-    total = max(total, init_peak)
+    total = containers_total(
+        spec, lambda i, section, c: {name: _section(c, kind, name, f"spec.{section}[{i}]")}).get(name, Fraction(0))
     pod_level = spec.get("resources") or {}
     supported = name in _POD_LEVEL or name.startswith("hugepages-")
     if supported and _pod_level_set(pod_level, kind) and name in (pod_level.get(kind) or {}):

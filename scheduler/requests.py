@@ -63,20 +63,19 @@ def _add(into: dict[str, Fraction], other: Mapping[str, Fraction]) -> None:
         into[k] = into.get(k, Fraction(0)) + v
 
 
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """Every resource the pod requests, summed as Kubernetes' ``PodRequests`` does (zero values dropped).
-
-    App containers add up; restartable init containers (sidecars) run beside them and add up too; each plain init
-    container runs alone beside the sidecars started before it, so the pod needs at least that; ``overhead`` is
-    added last. Raises ValueError for a quantity that does not parse.
-    """
+def containers_total(spec: Mapping[str, Any],
+                     of: Callable[[int, str, Mapping[str, Any]], Mapping[str, Fraction]]) -> dict[str, Fraction]:
+    """Kubernetes' PodRequests / PodLimits over the containers, for the amounts ``of(i, section, container)`` gives
+    (``section`` "containers" or "initContainers"): app containers add up; restartable init containers (sidecars)
+    run beside them and add up too; each plain init container runs alone beside the sidecars started before it,
+    so the pod needs at least that. Overhead and pod-level resources are the caller's."""
     total: dict[str, Fraction] = {}
-    for c in spec.get("containers") or []:
-        _add(total, _container_requests(c))
+    for i, c in enumerate(spec.get("containers") or []):
+        _add(total, of(i, "containers", c))
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
-    for c in spec.get("initContainers") or []:
-        own = _container_requests(c)
+    for i, c in enumerate(spec.get("initContainers") or []):
+        own = of(i, "initContainers", c)
         if c.get("restartPolicy") == "Always":
             _add(total, own)
             _add(sidecars, own)
@@ -88,6 +87,14 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
             init_peak[k] = max(init_peak.get(k, Fraction(0)), v)
     for k, v in init_peak.items():
         total[k] = max(total.get(k, Fraction(0)), v)
+    return total
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Every resource the pod requests, summed as Kubernetes' ``PodRequests`` does (:func:`containers_total`, a
+    missing request taking its limit), plus ``overhead``; zero values dropped. ValueError for a quantity that does
+    not parse."""
+    total = containers_total(spec, lambda _i, _section, c: _container_requests(c))
     _add(total, {resource_name(str(k)): parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()})
     return {k: v for k, v in total.items() if v != 0}
 
