@@ -6,8 +6,8 @@ collector (a collection's cost is that of the whole test process's heap, not of 
 (Hypothesis traces every line of the examples it generates, for its "explain" phase: 10x the cost).
 
 Even so, a virtual machine's thread CPU clock counts some of what the host takes from it (CI's fuzz run measured
-53-58 ms for parses that cost 2-5 ms when repeated). So a call over the budget is repeated, twice at most, and
-the least CPU time counts: interference only ever adds time, so the minimum is the parser's own cost, while a
+53-58 ms for parses that cost 2-5 ms when repeated). So a call over the budget is repeated, four times at most,
+and the least CPU time counts: interference only ever adds time, so the minimum is the parser's own cost, while a
 parse that really is slow is slow every time. Hypothesis's own ``deadline`` (wall clock, generous) stays as the
 hang detector.
 """
@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 EXAMPLE_CPU_BUDGET = 0.050        # seconds of CPU per parsed example
-ATTEMPTS = 3
+# 5, not 3: a clean-clone CI run of issue 22's session saw a 20 KB NodeSLO file load take 146.6 ms three runs in a
+# row against a 142 ms budget, and passed when run again: three was not enough to outlast a busy neighbour
+ATTEMPTS = 5
 # A whole file (NodeSLO, pods file) cannot be parsed in a fixed time whatever its size: the bound that holds is
 # linear in its size (no alias bomb, no nesting blow-up), up to the loaders' 16 MiB cap. PyYAML's pure-Python
 # loader, which the bounds need, reads a pods file at ~2.2 us per byte on an idle 2-CPU VM (JSON: the json module,
