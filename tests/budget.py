@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 EXAMPLE_CPU_BUDGET = 0.050        # seconds of CPU per parsed example
-# 5, not 3: a clean-clone CI run of issue 22's session saw a 20 KB NodeSLO file load take 146.6 ms three runs in a
+# 5, not 3: a clean-clone CI run of issue 22's session saw an ~18 KB NodeSLO file load take 146.6 ms three runs in a
 # row against a 142 ms budget, and passed when run again: three was not enough to outlast a busy neighbour
 ATTEMPTS = 5
 # A whole file (NodeSLO, pods file) cannot be parsed in a fixed time whatever its size: the bound that holds is
