@@ -52,9 +52,11 @@ DEFAULT_SOCKET = "/var/run/nri/nri.sock"
 _NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+")
 _INDEX_RE = re.compile(r"[0-9]{2}")
 # Failures meaning "a socket is there but nobody accepts on it yet": right after a new socket is noticed, a runtime
-# may still be between bind and listen, so these are retried at the poll interval instead of backing off.
+# may still be between bind and listen, so these are retried quickly (up to _QUICK_RETRY_MAX apart) instead of
+# backing off.
 _NOT_LISTENING = frozenset({"socket_absent", "refused"})
 _FIRST_QUICK_RETRY = 0.01
+_QUICK_RETRY_MAX = 0.1        # a new socket not listening yet is retried this often at most
 
 
 def event_mask(*events: int) -> int:
@@ -80,7 +82,9 @@ class PluginSettings:
     registration_timeout: float = 6.0      # a bit over the runtime's 5 s (nri PR #292)
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
-    socket_poll: float = 0.1               # while waiting to retry: how often to stat the socket (inotify fallback)
+    # while waiting to retry: how often to stat the socket (inotify's fallback) and re-arm the directory watch. Once a
+    # second: a node without NRI waits like this for ever, and at 10 Hz the wake-ups cost 2.5 millicores (issue 24)
+    socket_poll: float = 1.0
     socket_settle: float = 1.0             # after a new socket is noticed: how long a refusal is retried at once
     partial_frame_timeout: float = DEFAULT_PARTIAL_TIMEOUT   # a started frame must complete within this
 
@@ -202,9 +206,9 @@ class NRIPlugin:
                 if registered:
                     delay, quiet = s.backoff_initial, False
                 if not registered and reason in _NOT_LISTENING and time.monotonic() < settle_until:
-                    # the new socket is not listening yet: look again soon (10 ms, doubling up to the poll
-                    # interval), with no back-off step and no log line
-                    wait, quick = quick, min(quick * 2, s.socket_poll)
+                    # the new socket is not listening yet: look again soon (10 ms, doubling up to 100 ms),
+                    # with no back-off step and no log line
+                    wait, quick = quick, min(quick * 2, _QUICK_RETRY_MAX)
                 else:
                     settle_until = 0.0
                     if not quiet:
@@ -217,7 +221,7 @@ class NRIPlugin:
                     wait = delay * random.uniform(0.9, 1.1)
                     delay = min(delay * 2, s.backoff_max)
                 if await self._wait_retry(wait, seen, stop, watch) and not settle_until:
-                    settle_until, quick = time.monotonic() + s.socket_settle, min(_FIRST_QUICK_RETRY, s.socket_poll)
+                    settle_until, quick = time.monotonic() + s.socket_settle, _FIRST_QUICK_RETRY
         finally:
             watch.close()
         log.info("nri plugin stopped")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from koordlet.component import Plugin, Tick, collecting
-from koordlet.host.cgroup import Cgroups
-from koordlet.host.fs import vanished
+from koordlet.host.cgroup import Cgroups, parse_cpu_throttling
+from koordlet.host.fs import read_bytes, vanished
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
@@ -36,16 +36,20 @@ class ThrottledCollector:
         self._metrics = metrics
         self._errors = LogOnce(log)
         self._last: dict[str, tuple[int, int]] = {}      # cgroup dir -> the previous reading
+        self._paths: dict[str, str] = {}                 # cgroup dir -> its cpu.stat, joined once while it lives
 
     def collect(self, tick: Tick) -> list[Sample]:
         samples: list[Sample] = []
         seen: dict[str, tuple[int, int]] = {}
+        paths: dict[str, str] = {}
         for meta in tick.pods:
             targets = [("pod", meta.cgroup_dir, ("pod_uid", meta.pod.uid))]
             targets += [("container", rel, ("container_id", c.id)) for c, rel in meta.containers if c.id]
             for scope, rel, label in targets:
                 try:
-                    seen[rel] = reading = self._cgroups.read_throttling(rel)
+                    path = self._paths.get(rel) or self._cgroups.path("cpu", rel, "cpu.stat")
+                    seen[rel] = reading = parse_cpu_throttling(read_bytes(path))
+                    paths[rel] = path
                 except (OSError, ValueError) as e:
                     if vanished(e):             # gone before the open, or removed mid-read (ENODEV)
                         self._metrics.skipped(self.name, "vanished")
@@ -57,6 +61,7 @@ class ThrottledCollector:
                 if ratio is not None:
                     samples.append(Sample(f"{scope}_cpu_throttled", (label,), tick.now, ratio))
         self._last = seen
+        self._paths = paths
         self._errors.keep_only(seen)
         return samples
 

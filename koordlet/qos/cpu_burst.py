@@ -364,7 +364,7 @@ class CPUBurst:
             if base <= 0:
                 continue
             try:
-                current = cgroups.read_cfs_quota(rel)[0]
+                current = cgroups.read_quota(rel)
             except (OSError, ValueError):
                 continue                      # not started yet or gone: next cycle
             ceiling = ceiling_quota_us(base, cfg)
@@ -420,7 +420,7 @@ class CPUBurst:
         """Move the container quota by delta, and the pod's with it when the pod is limited. Growing writes the
         pod first, shrinking the container first, so the child never exceeds its parent."""
         try:
-            pod_quota = executor.cgroups.read_cfs_quota(meta.cgroup_dir)[0]
+            pod_quota = executor.cgroups.read_quota(meta.cgroup_dir)
         except (OSError, ValueError):
             return False
         pod_update = None

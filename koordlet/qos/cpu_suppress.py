@@ -332,6 +332,9 @@ class CPUSuppress:
         self._status: dict[str, str] = {}             # policy -> using | recovered
         self._bad = LogOnce(log, logging.WARNING)
         self._last_target: str | None = None
+        # the recovery's updates with what they were made from (BE dirs, cpu list, the pods): the same every cycle
+        # while nothing changes, so they are built again only when one of those does
+        self._recovery: tuple[tuple[object, ...], list[list[Update | None]]] | None = None
 
     # --- cycle ---------------------------------------------------------------------------------------
 
@@ -473,9 +476,13 @@ class CPUSuppress:
         dirs = self._be_dirs(executor, max_depth)
         if dirs is None:
             return
-        text, owners = format_cpu_list(full), self._owners(view)
-        executor.update_leveled([[self._cpuset(executor, rel, text, owners) for depth, rel in dirs if depth == d]
-                                 for d in range(max_depth + 1)])
+        text = format_cpu_list(full)
+        key = (tuple(dirs), text, view.pods)
+        if self._recovery is None or self._recovery[0] != key:
+            owners = self._owners(view)
+            self._recovery = (key, [[self._cpuset(executor, rel, text, owners) for depth, rel in dirs if depth == d]
+                                    for d in range(max_depth + 1)])
+        executor.update_leveled(self._recovery[1])
         self._status[wire.CPU_SUPPRESS_CPUSET] = _RECOVERED
 
     def _recover_for_be_cpu_manager(self, view: NodeView, executor: Executor) -> None:
@@ -522,15 +529,20 @@ class CPUSuppress:
 
     @staticmethod
     def _owners(view: NodeView) -> dict[str, str]:
-        return {m.cgroup_dir: pod_owner(m) for m in view.pods}
+        return {m.cgroup_dir: pod_owner(m) for m in view.pods if m.cgroup_dir}
 
     @staticmethod
     def _cpuset(executor: Executor, rel: str, value: str, owners: Mapping[str, str]) -> Update | None:
+        """The update of one dir, owned by the pod whose dir is ``rel`` or one of its ancestors (else the QoS
+        tier). Looked up by ancestor, not by scanning the pods: this runs for every BE dir every cycle."""
         owner = QOS_OWNER
-        for pod_dir, name in owners.items():
-            if pod_dir and (rel == pod_dir or rel.startswith(pod_dir + "/")):
+        at = rel
+        while at:
+            name = owners.get(at)
+            if name is not None:
                 owner = name
                 break
+            at = at.rpartition("/")[0]
         return executor.cgroup(rel, "cpuset.cpus", value, owner, REASON)
 
     # --- cfs quota --------------------------------------------------------------------------------------
@@ -538,7 +550,7 @@ class CPUSuppress:
     def _adjust_by_cfs_quota(self, view: NodeView, executor: Executor, suppress: int) -> None:
         be_dir = executor.cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
         try:
-            current, _ = executor.cgroups.read_cfs_quota(be_dir)
+            current = executor.cgroups.read_quota(be_dir)
         except (OSError, ValueError) as e:
             self._bad("read-quota", "cpu suppress skipped: BestEffort cfs quota of %s unreadable: %s", be_dir, e)
             return

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from koordlet import wire
@@ -61,6 +61,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class _PodUpdates:
+    """One pod's executor updates by level (the executor skips the ones already in place)."""
+    pod: list[Update | None]
+    container: list[Update | None]
+    sandbox: list[Update | None]
+
+
 class PodResources:
     name = "pod-resources"
 
@@ -72,6 +81,10 @@ class PodResources:
         self._undecodable: set[str] = set()     # pods whose resource-status annotation did not decode
         self._bad = LogOnce(log)
         self._sandboxes: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}   # pod dir -> (ids, sandbox dirs)
+        # the last cycle's updates per pod dir, with the PodMeta they came from: reused while the pod object is the
+        # same one (the informer makes new ones at each sync) and the node-wide inputs have not changed
+        self._memo: dict[str, tuple[PodMeta, _PodUpdates]] = {}
+        self._inputs: tuple[object, ...] | None = None
 
     def reconcile(self, view: NodeView, executor: Executor) -> None:
         quota_on = batch_quota_enabled(view.slo)
@@ -79,6 +92,10 @@ class PodResources:
         if problem:
             self._bad("ratio", "%s; using 1.0", problem)
         norm = self._normalization_ratio(view)
+        inputs = (quota_on, ratio, norm, view.ls_pools, view.be_pools, view.system_cpus, view.cpu_manager_policy)
+        if inputs != self._inputs:
+            self._memo.clear()
+            self._inputs = inputs
         pods: list[Update | None] = []
         containers: list[Update | None] = []
         live = set()
@@ -87,24 +104,20 @@ class PodResources:
                 continue
             live.add(meta.cgroup_dir)
             started = time.perf_counter()
-            pod_s, per_container = self.desired(meta, view, quota_on, ratio, norm)
-            cpuset = per_container[0][1].cpuset if per_container else None
-            sandboxes = self._sandbox_dirs(meta, executor) if cpuset is not None else ()
-            owner = pod_owner(meta)
-            # the audit reason of the quota writes: upstream's hook name for the pods CPUNormalization scales
-            reason = REASON_NORMALIZATION if norm is not None and self._cpu_share_class(meta) else REASON_BATCH
-            pod_updates = cgroup_updates(executor, meta.cgroup_dir, pod_s, owner, reason)
-            container_updates = [u for rel, s in per_container for u in cgroup_updates(executor, rel, s, owner,
-                                                                                        reason)]
-            sandbox_updates = [u for rel in sandboxes
-                               for u in cgroup_updates(executor, rel, Settings(cpuset=cpuset), owner, REASON_BATCH)]
-            pods += pod_updates
-            containers += container_updates + sandbox_updates
+            memo = self._memo.get(meta.cgroup_dir)
+            if memo is not None and memo[0] is meta:
+                updates = memo[1]
+            else:
+                updates = self._updates(meta, view, executor, quota_on, ratio, norm)
+                self._memo[meta.cgroup_dir] = (meta, updates)
+            pods += updates.pod
+            containers += updates.container + updates.sandbox
             if self._metrics is not None:
-                self._timed(meta, time.perf_counter() - started,
-                            {"pod": pod_updates, "container": container_updates, "sandbox": sandbox_updates})
+                self._timed(meta, time.perf_counter() - started, updates)
         for gone in set(self._sandboxes) - live:
             del self._sandboxes[gone]
+        for gone in set(self._memo) - live:
+            del self._memo[gone]
         self._undecodable &= {meta.pod.uid for meta in view.pods}
         for app in view.host_apps:
             cpuset = host_app_cpuset(app.qos, view) if self.cpuset else None
@@ -113,11 +126,26 @@ class PodResources:
                                             REASON_CPUSET))
         executor.update_leveled([pods, containers])
 
-    def _timed(self, meta: PodMeta, seconds: float, by_level: dict[str, list[Update | None]]) -> None:
+    def _updates(self, meta: PodMeta, view: NodeView, executor: Executor, quota_on: bool, ratio: float,
+                 norm: float | None) -> _PodUpdates:
+        pod_s, per_container = self.desired(meta, view, quota_on, ratio, norm)
+        cpuset = per_container[0][1].cpuset if per_container else None
+        sandboxes = self._sandbox_dirs(meta, executor) if cpuset is not None else ()
+        owner = pod_owner(meta)
+        # the audit reason of the quota writes: upstream's hook name for the pods CPUNormalization scales
+        reason = REASON_NORMALIZATION if norm is not None and self._cpu_share_class(meta) else REASON_BATCH
+        return _PodUpdates(
+            cgroup_updates(executor, meta.cgroup_dir, pod_s, owner, reason),
+            [u for rel, s in per_container for u in cgroup_updates(executor, rel, s, owner, reason)],
+            [u for rel in sandboxes for u in cgroup_updates(executor, rel, Settings(cpuset=cpuset), owner,
+                                                              REASON_BATCH)])
+
+    def _timed(self, meta: PodMeta, seconds: float, updates: _PodUpdates) -> None:
         assert self._metrics is not None
         ok = meta.pod.uid not in self._undecodable
-        for level, updates in by_level.items():
-            self._metrics.hook_reconciled(level, (u.label for u in updates if u is not None), ok, seconds)
+        for level, level_updates in (("pod", updates.pod), ("container", updates.container),
+                                     ("sandbox", updates.sandbox)):
+            self._metrics.hook_reconciled(level, (u.label for u in level_updates if u is not None), ok, seconds)
 
     def _normalization_ratio(self, view: NodeView) -> float | None:
         """The CPUNormalization ratio of this cycle: None when the gate is off or the node has none; 1.0 for one

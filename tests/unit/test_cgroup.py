@@ -151,6 +151,18 @@ def test_usage_readers(tmp_path, version):
     assert mem.with_page_cache == (151 << 20)
     assert parse_cpu_list(cg.read_cpuset(rel)) == [0, 1, 3]
     assert cg.read_cfs_quota(rel) == (150000, 100000)
+    assert cg.read_quota(rel) == 150000
+
+
+@pytest.mark.parametrize("version", list(CgroupVersion))
+def test_quota_alone_reads_unlimited_and_refuses_garbage(tmp_path, version):
+    host = FakeHost(str(tmp_path), version, Driver.SYSTEMD)
+    rel = host.add_pod(KubeQOS.BURSTABLE, "u1", CgroupValues(quota=-1, period=100000))
+    cg = Cgroups.detect(host.paths)
+    assert cg.read_quota(rel) == -1 == cg.read_cfs_quota(rel)[0]
+    Path(cg.path("cpu", rel, "cpu.cfs_quota_us" if version is CgroupVersion.V1 else "cpu.max")).write_text("\n")
+    with pytest.raises(ValueError):
+        cg.read_quota(rel)
 
 
 def test_memory_stat_missing_key_is_an_error(tmp_path):
