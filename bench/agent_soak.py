@@ -25,6 +25,7 @@ millicores mean at 200 containers, agent/floor ≤ 2.0, minute-30 CPU within 10 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -204,7 +205,7 @@ def dir_bytes(path: str) -> int:
 def millicores(series: list[dict[str, float]], key: str, t_from: float, t_to: float) -> list[float]:
     """Per-interval millicores of ``key`` CPU seconds between samples within [t_from, t_to]."""
     pts = [s for s in series if t_from <= s["t"] <= t_to]
-    return [(b[key] - a[key]) / (b["t"] - a["t"]) * 1000 for a, b in zip(pts, pts[1:], strict=False)]
+    return [(b[key] - a[key]) / (b["t"] - a["t"]) * 1000 for a, b in itertools.pairwise(pts)]
 
 
 def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -269,7 +270,8 @@ def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
     t_from, t_to = with_floor[0]["t"], series[-1]["t"]
     agent_m = millicores(with_floor, "cpu", t_from, t_to)
     floor_m = millicores(with_floor, "floor_cpu", t_from, t_to)
-    minute = lambda m: statistics.fmean(millicores(series, "cpu", 60 * (m - 1), 60 * m) or [float("nan")])  # noqa
+    def minute(m: int) -> float:
+        return statistics.fmean(millicores(series, "cpu", 60 * (m - 1), 60 * m) or [float("nan")])
     rss_at = {m: next((s["rss_mib"] for s in series if s["t"] >= 60 * m), None) for m in (1, 10, 30)}
     last = series[-1]
     result = {
