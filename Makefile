@@ -74,22 +74,12 @@ lint: venv
 	echo '== import-linter'; $(BIN)/lint-imports --no-logo || rc=1; \
 	exit $$rc
 
+# The benchmarks (root; bench/run.py lists them), each writing its section of bench/RESULTS.md from its own output with
+# the date, commit, machine and load: BENCH="collect_cycle agent_soak" runs only those and keeps the other sections.
+# The whole set takes about an hour, most of it bench/agent_soak.py (10 minutes at each of 4 pod counts).
+BENCH ?=
 bench: venv
-	$(BIN)/python bench/collect_cycle.py
-	$(BIN)/python bench/topology_scan.py
-	$(BIN)/python bench/nodemetric_build.py
-	$(BIN)/python bench/gpu_collect.py
-	$(BIN)/python bench/qos_reconcile.py
-	$(BIN)/python bench/resctrl_cycle.py
-	$(BIN)/python bench/tc_reconcile.py
-	$(BIN)/python bench/nri_roundtrip.py
-	$(BIN)/python bench/podresources_list.py
-	$(BIN)/python bench/cpi_window.py
-	$(BIN)/python bench/http_scrapes.py
-	$(BIN)/python bench/churn_state.py
-	$(BIN)/python bench/cri_create.py
-	$(BIN)/python bench/sched_extender.py
-	$(BIN)/python bench/sched_simulate.py --known-mix
+	$(BIN)/python bench/run.py $(BENCH)
 
 # The property tests' long runs: 10,000 examples per parser (annotations, NodeSLO, pods file, ttRPC/mux framing).
 # CI runs it after `make test`; `make test` runs the same properties with a few dozen examples each.

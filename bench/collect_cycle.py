@@ -2,10 +2,13 @@
 
 The floor is the same files read with os.open/os.read/os.close in a tight loop, in the same run, interleaved
 with the cycles so both see the same machine state. The cycle is what the daemon does each interval:
-collect (node, NUMA nodes, pods, containers, BE, system) and append the samples to the metric cache.
-Then the real daemon runs against the same tree and its steady CPU and RSS are measured.
+collect (node, NUMA nodes, pods, containers, BE, system) and append the samples to the metric cache. The headline is
+paced as the daemon runs it (bench/_paced.py: one cycle a second, the floor half a second from it); back to back,
+with every cache warm, is the secondary line.
+The whole daemon's CPU and RSS on such a tree: bench/agent_soak.py.
 
-Needs root and cgroup v1 controllers (as CI). Usage: python bench/collect_cycle.py [--pods 40 --per-pod 5]
+Needs root and cgroup v1 controllers (as CI).
+Usage: python bench/collect_cycle.py [--pods 40 --per-pod 5 --cycles 300 --paced-cycles 60]
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _paced import back_to_back, line, paced  # bench/ is on sys.path when run as a script
 
 from doubles.realcgroup import IDLE, RealCgroupTree, v1_available
 from koordlet.collectors.usage import UsageCollection
@@ -73,44 +76,13 @@ def read_floor(files: list[str]) -> None:
         os.close(fd)
 
 
-def _cpu_and_rss(pid: int) -> tuple[float, float]:
-    """(user + system CPU seconds, RSS in MiB) of a live process, from /proc/<pid>/stat (proc(5): utime and stime
-    are fields 14 and 15 in clock ticks, rss field 24 in pages; counted after the ")" that ends the command name)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return cpu, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def measure_daemon(tree: RealCgroupTree, seconds: float, warmup: float,
-                   extra: list[str]) -> tuple[float, float, float]:
-    """(millicores, rss MiB at end, rss MiB after warmup) of the real daemon on this tree."""
-    with tempfile.TemporaryDirectory() as cache:
-        proc = subprocess.Popen([sys.executable, "-m", "koordlet", "run", "--standalone", "--node-name", "bench",
-                                 "--cgroup-root-dir", tree.link_root, "--cgroup-driver", "cgroupfs",
-                                 "--addr", "127.0.0.1:19316", "--tsdb-path", cache, "--log-level", "warning",
-                                 *extra], env=dict(os.environ, STATE_DIRECTORY=cache))  # reports, checkpoints
-        try:
-            time.sleep(warmup)
-            c0, rss_warm = _cpu_and_rss(proc.pid)
-            t0 = time.monotonic()
-            time.sleep(seconds)
-            t1 = time.monotonic()
-            c1, rss_end = _cpu_and_rss(proc.pid)
-        finally:
-            proc.terminate()
-            proc.wait(10)
-    return (c1 - c0) / (t1 - t0) * 1000, rss_end, rss_warm
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=40)
     ap.add_argument("--per-pod", type=int, default=5)
-    ap.add_argument("--cycles", type=int, default=300)
-    ap.add_argument("--daemon-seconds", type=float, default=60.0)
-    ap.add_argument("--daemon-warmup", type=float, default=15.0)
-    ap.add_argument("--daemon-args", default="", help="extra agent flags, e.g. '--metric-cache-memory-window 60s'")
+    ap.add_argument("--cycles", type=int, default=300, help="back-to-back cycles")
+    ap.add_argument("--paced-cycles", type=int, default=60, help="cycles at the daemon's pace")
+    ap.add_argument("--interval", type=float, default=1.0, help="the daemon's collection interval")
     args = ap.parse_args()
     reason = v1_available()
     if reason:
@@ -129,31 +101,22 @@ def main() -> int:
         cache = MetricCache(None)
         collection.collect(Tick(time.time(), metas))             # warm: paths cached, first samples skipped
         read_floor(files)
-        cycle, collect_only, floor = [], [], []
-        for _ in range(args.cycles):
-            t = time.perf_counter()
-            read_floor(files)
-            floor.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            result = collection.collect(Tick(time.time(), metas))
-            t_collect = time.perf_counter() - t
+        result: list = []
+
+        def cycle() -> None:
+            result[:] = collection.collect(Tick(time.time(), metas))
             cache.append(result)
-            cycle.append(time.perf_counter() - t)
-            collect_only.append(t_collect)
-        med = statistics.median
-        p90 = lambda xs: sorted(xs)[int(len(xs) * 0.9)]  # noqa: E731
-        samples = len(result)
-        print(f"containers={containers} pods={len(metas)} files_per_cycle={len(files)} samples_per_cycle={samples}")
-        print(f"read floor      median={med(floor) * 1e3:.2f} ms  p90={p90(floor) * 1e3:.2f} ms")
-        print(f"collect         median={med(collect_only) * 1e3:.2f} ms  p90={p90(collect_only) * 1e3:.2f} ms  "
-              f"ratio={med(collect_only) / med(floor):.2f}x")
-        print(f"collect+append  median={med(cycle) * 1e3:.2f} ms  p90={p90(cycle) * 1e3:.2f} ms  "
-              f"ratio={med(cycle) / med(floor):.2f}x (budget 1.5x)")
-        if args.daemon_seconds > 0:
-            mc, rss_end, rss_warm = measure_daemon(tree, args.daemon_seconds, args.daemon_warmup,
-                                                   args.daemon_args.split())
-            print(f"daemon 1s interval, {containers} containers: cpu={mc:.1f} millicores (budget 50)  "
-                  f"rss={rss_end:.1f} MiB (after warmup {rss_warm:.1f} MiB; budget 120) {args.daemon_args}")
+
+        steps = {"floor": lambda: read_floor(files), "cycle": cycle}
+        paced_runs = paced(steps, args.paced_cycles, args.interval)
+        warm_runs = back_to_back(steps, args.cycles)
+        print(f"containers={containers} pods={len(metas)} files_per_cycle={len(files)} samples_per_cycle={len(result)}")
+        print(f"paced, one cycle every {args.interval:g} s as the daemon runs it ({args.paced_cycles} cycles):")
+        print("  " + line("read floor", paced_runs["floor"]))
+        print("  " + line("collect+append (headline)", paced_runs["cycle"], paced_runs["floor"]) + " (budget 1.5x)")
+        print(f"back to back, caches warm ({args.cycles} cycles):")
+        print("  " + line("read floor", warm_runs["floor"]))
+        print("  " + line("collect+append", warm_runs["cycle"], warm_runs["floor"]))
     finally:
         tree.cleanup()
         shutil.rmtree(link_root)          # symlinks only; their targets are gone already

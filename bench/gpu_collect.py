@@ -10,12 +10,12 @@ floor measures; real NVML calls cost tens of microseconds each and are not part 
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _paced import back_to_back, line, paced  # bench/ is on sys.path when run as a script
 
 from doubles import fakenvml
 from koordlet.collectors.gpu import GpuDevices
@@ -27,7 +27,7 @@ from koordlet.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import Container, Pod
 
-PODS, PROCS_PER_GPU, CYCLES = 200, 4, 300
+PODS, PROCS_PER_GPU, CYCLES, PACED_CYCLES = 200, 4, 300, 30
 
 
 def main() -> int:
@@ -52,25 +52,29 @@ def main() -> int:
     devices = GpuDevices.open(paths, AgentMetrics("bench"))
     session = Nvml.open(paths)
     handles = [session.handle(g.bus_id) for g in devices.gpus]
-    collect, floor = [], []
-    for i in range(CYCLES):
-        t0 = time.perf_counter()
-        samples = devices.collect(Tick(1_900_000_000.0 + i, pods))
-        collect.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+    tick = [0]
+    out: list = []
+
+    def collect() -> None:
+        tick[0] += 1
+        out[:] = devices.collect(Tick(1_900_000_000.0 + tick[0], pods))
+
+    def floor() -> None:
         for h in handles:
             lib.nvmlDeviceGetMemoryInfo(h)
             lib.nvmlDeviceGetUtilizationRates(h)
             lib.nvmlDeviceGetComputeRunningProcesses(h)
             lib.nvmlDeviceGetProcessUtilization(h, 0)
-        floor.append(time.perf_counter() - t0)
-    med = statistics.median
-    p90 = lambda xs: sorted(xs)[int(len(xs) * 0.9)]  # noqa: E731
-    own = [c - f for c, f in zip(collect, floor, strict=False)]
-    print(f"gpu collect, 8 GPUs, {PODS} pods, {8 * PROCS_PER_GPU} GPU processes, {len(samples)} samples/cycle")
-    print(f"  NVML calls (fake) floor: median {med(floor) * 1e3:.3f} ms  p90 {p90(floor) * 1e3:.3f} ms")
-    print(f"  collect:                 median {med(collect) * 1e3:.3f} ms  p90 {p90(collect) * 1e3:.3f} ms")
-    print(f"  agent's own cost:        median {med(own) * 1e3:.3f} ms  p90 {p90(own) * 1e3:.3f} ms  (budget 5 ms)")
+
+    steps = {"collect": collect, "floor": floor}
+    print(f"gpu collect, 8 GPUs, {PODS} pods, {8 * PROCS_PER_GPU} GPU processes")
+    for label, runs in (("paced every 1 s (headline)", paced(steps, PACED_CYCLES)),
+                        ("back to back", back_to_back(steps, CYCLES))):
+        own = [c - f for c, f in zip(runs["collect"], runs["floor"], strict=True)]
+        print(f"  {label}, {len(out)} samples/cycle:")
+        print("    " + line("NVML calls (fake) floor", runs["floor"]))
+        print("    " + line("collect", runs["collect"]))
+        print("    " + line("agent's own cost", own) + "  (budget 5 ms)")
     return 0
 
 

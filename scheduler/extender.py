@@ -355,7 +355,7 @@ class Extender:
 
 def _packed(state: NodeState, shape: fgd.Shape) -> float:
     """How full the node would be with the pod, GPUs and cpu alike (cpu alone where it has no GPU):
-    FragmentationAware's tie-break, as best-fit packs (weights chosen in the simulator: bench/RESULTS.md)."""
+    FragmentationAware's tie-break, as best-fit packs (weights chosen in the simulator: bench/NOTES.md)."""
     cpu_total = state.allocatable[0]
     cpu_used = 1.0 - (state.free()[0] - shape.cpu) / cpu_total if cpu_total > 0 else 1.0
     cards = node_cards(state.devices)

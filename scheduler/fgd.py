@@ -266,7 +266,7 @@ def normalize(growth: Mapping[str, float], packed: Mapping[str, float] | None = 
     milli-GPUs that separate the best nodes (a rare 8-GPU shape's share of a node's growth) would round away. The
     tie-break matters as much: many placements leave fragmentation alike (a CPU-only pod on any node with cpu to
     spare), and spreading those at random uses up the cpu that GPU tasks later need beside free GPUs; in the
-    simulation the packing tie-break cut the GPUs left unallocated at 100 % load by a fifth (bench/RESULTS.md)."""
+    simulation the packing tie-break cut the GPUs left unallocated at 100 % load by a fifth (bench/NOTES.md)."""
     if not growth:
         return {}
     lo = min(growth.values())
