@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from koordlet.host.fs import parse_kv, read_bytes
+from koordlet.host.fs import parse_fields, read_bytes
 from koordlet.host.paths import HostPaths
 
 CGROUP2_SUPER_MAGIC = 0x63677270
@@ -316,20 +316,20 @@ class Cgroups:
         data = read_bytes(files.cpu)
         if self.version is CgroupVersion.V1:
             return int(data)
-        usec = parse_kv(data).get(b"usage_usec")
-        if usec is None:
-            raise ValueError(f"{files.cpu}: no usage_usec")
-        return int(usec) * 1000
+        try:
+            return parse_fields(data, (b"usage_usec",))[0] * 1000
+        except KeyError:
+            raise ValueError(f"{files.cpu}: no usage_usec") from None
 
     def read_throttling(self, rel: str) -> tuple[int, int]:
         """(nr_periods, nr_throttled) of the CFS bandwidth controller from ``cpu.stat`` (same keys on v1 and v2)."""
         return parse_cpu_throttling(read_bytes(self.path("cpu", rel, "cpu.stat")))
 
     def read_memory(self, files: UsageFiles) -> MemoryUsage:
-        stat = parse_kv(read_bytes(files.memory_stat))
+        stat = read_bytes(files.memory_stat)
         usage = int(read_bytes(files.memory_usage))
         try:
-            ia, aa, ue, af, inf = map(int, map(stat.__getitem__, self._mem_keys))
+            ia, aa, ue, af, inf = parse_fields(stat, self._mem_keys)
         except KeyError as e:
             raise ValueError(f"{files.memory_stat}: missing {e.args[0].decode()}") from None
         return MemoryUsage(usage=usage, anon=ia + aa + ue, file=af + inf, inactive_file=inf)
@@ -447,9 +447,9 @@ def parse_cpu_list(text: str) -> list[int]:
 
 def parse_cpu_throttling(data: bytes) -> tuple[int, int]:
     """(nr_periods, nr_throttled) from ``cpu.stat``; ValueError when absent."""
-    kv = parse_kv(data)
     try:
-        return int(kv[b"nr_periods"]), int(kv[b"nr_throttled"])
+        periods, throttled = parse_fields(data, (b"nr_periods", b"nr_throttled"))
+        return periods, throttled
     except KeyError as e:
         raise ValueError(f"cpu.stat has no {e.args[0].decode()}") from None
 

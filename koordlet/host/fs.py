@@ -46,18 +46,25 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8", "replace")
 
 
-def parse_kv(data: bytes) -> dict[bytes, bytes]:
-    """``key value`` lines (memory.stat, cpu.stat) into {key: raw value}.
+def parse_fields(data: bytes, keys: tuple[bytes, ...]) -> list[int]:
+    """The integer values of ``keys`` in a ``key value`` file (memory.stat, cpu.stat), in the order asked.
 
-    One split and a C-level zip instead of a loop over lines: memory.stat has ~40 lines and is read for
-    every pod and container each second, so this is the collector's hottest Python. Values stay bytes;
-    callers convert only the keys they use (int() raises ValueError on a malformed file).
+    Only the asked lines are looked at (one ``find`` each) instead of splitting the whole file into a dict: memory.stat
+    has ~40 lines, read for every pod and container each second, and the collector needs five of them. KeyError names
+    a key that is absent; ValueError a value that is not an integer.
     """
-    fields = data.split()
-    if len(fields) % 2:
-        raise ValueError("odd number of fields in a key/value file")
-    it = iter(fields)
-    return dict(zip(it, it, strict=True))
+    out = []
+    for key in keys:
+        if data.startswith(key + b" "):
+            start = len(key) + 1
+        else:
+            at = data.find(b"\n" + key + b" ")
+            if at < 0:
+                raise KeyError(key)
+            start = at + len(key) + 2
+        end = data.find(b"\n", start)
+        out.append(int(data[start:end if end >= 0 else None]))
+    return out
 
 
 def reset_dir(path: str, mode: int) -> None:
