@@ -28,6 +28,7 @@ from koordlet.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 from koordlet.states.nodestate import NodeState, NodeView
+from koordlet.states.readings import CgroupReadings
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
@@ -57,6 +58,7 @@ class Context:
     executor: Executor | None = None       # the only kernel writer; None: enforcement off (not root, interval 0)
     nudge: Callable[[], None] = lambda: None   # run the next QoS cycle now (set once the reconciler exists)
     view: Callable[[], NodeView | None] = lambda: None   # the latest NodeView (set by the agent)
+    readings: CgroupReadings = field(default_factory=CgroupReadings)   # what the collectors read this second
     persist: bool = True                   # False for one-shot commands: touch no state on disk
 
 

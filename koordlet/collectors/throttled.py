@@ -16,6 +16,7 @@ from koordlet.host.fs import read_bytes, vanished
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
+from koordlet.states.readings import CgroupReadings, CpuStat
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,10 @@ def throttled_ratio(previous: tuple[int, int], current: tuple[int, int]) -> floa
 class ThrottledCollector:
     name = "podthrottled"
 
-    def __init__(self, cgroups: Cgroups, metrics: AgentMetrics) -> None:
+    def __init__(self, cgroups: Cgroups, metrics: AgentMetrics, readings: CgroupReadings | None = None) -> None:
         self._cgroups = cgroups
         self._metrics = metrics
+        self._readings = readings                        # where CPU burst takes this cycle's cpu.stat from
         self._errors = LogOnce(log)
         self._last: dict[str, tuple[int, int]] = {}      # cgroup dir -> the previous reading
         self._paths: dict[str, str] = {}                 # cgroup dir -> its cpu.stat, joined once while it lives
@@ -42,6 +44,8 @@ class ThrottledCollector:
         samples: list[Sample] = []
         seen: dict[str, tuple[int, int]] = {}
         paths: dict[str, str] = {}
+        shared: dict[str, CpuStat] = {}
+        at = self._readings.clock() if self._readings is not None else 0.0
         for meta in tick.pods:
             targets = [("pod", meta.cgroup_dir, ("pod_uid", meta.pod.uid))]
             targets += [("container", rel, ("container_id", c.id)) for c, rel in meta.containers if c.id]
@@ -50,6 +54,7 @@ class ThrottledCollector:
                     path = self._paths.get(rel) or self._cgroups.path("cpu", rel, "cpu.stat")
                     seen[rel] = reading = parse_cpu_throttling(read_bytes(path))
                     paths[rel] = path
+                    shared[rel] = CpuStat(reading[0], reading[1], at)
                 except (OSError, ValueError) as e:
                     if vanished(e):             # gone before the open, or removed mid-read (ENODEV)
                         self._metrics.skipped(self.name, "vanished")
@@ -62,9 +67,12 @@ class ThrottledCollector:
                     samples.append(Sample(f"{scope}_cpu_throttled", (label,), tick.now, ratio))
         self._last = seen
         self._paths = paths
+        if self._readings is not None:
+            self._readings.publish_cpu_stat(shared)
         self._errors.keep_only(seen)
         return samples
 
 
-PLUGIN = Plugin("podthrottled", lambda ctx: ThrottledCollector(ctx.cgroups, ctx.metrics), when=collecting,
+PLUGIN = Plugin("podthrottled", lambda ctx: ThrottledCollector(ctx.cgroups, ctx.metrics, ctx.readings),
+                when=collecting,
                 period=lambda c: c.collect_res_used_interval)

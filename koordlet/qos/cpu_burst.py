@@ -62,6 +62,7 @@ from koordlet.states import nodeslo
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import CPUBurstStrategy
 from koordlet.states.nodestate import NodeView
+from koordlet.states.readings import CgroupReadings, CpuStat
 
 if TYPE_CHECKING:
     from koordlet.executor import Executor
@@ -239,14 +240,6 @@ class BurstLimiter:
 # the strategy
 # --------------------------------------------------------------------------------------------------
 
-@dataclass
-class _Throttle:
-    """The previous cpu.stat reading of one container."""
-    periods: int
-    throttled: int
-    seen: float
-
-
 class CPUBurst:
     """The CPU burst strategy (gate ``CPUBurst``, default on)."""
 
@@ -254,7 +247,7 @@ class CPUBurst:
 
     def __init__(self, cache: MetricCache, collect_interval: float, metrics: AgentMetrics | None = None,
                  rng: random.Random | None = None, reconcile_interval: float = 1.0,
-                 normalization: bool = False) -> None:
+                 normalization: bool = False, readings: CgroupReadings | None = None) -> None:
         self._cache = cache
         self._normalization = normalization       # gate CPUNormalization: bases follow the node's ratio
         self._collect_interval = collect_interval
@@ -265,7 +258,8 @@ class CPUBurst:
         self._quota_series = GaugeCycle(metrics.container_scaled_cfs_quota_us) if metrics is not None else None
         self._rng = rng if rng is not None else random.Random()
         self.limiters: dict[str, BurstLimiter] = {}        # container id -> bucket
-        self._throttle: dict[str, _Throttle] = {}           # container id -> previous cpu.stat
+        self._throttle: dict[str, CpuStat] = {}             # container id -> previous cpu.stat
+        self._readings = readings if readings is not None else CgroupReadings()
         self._bad = LogOnce(log, logging.WARNING)
         self._once = LogOnce(log, logging.INFO)
 
@@ -372,7 +366,7 @@ class CPUBurst:
             throttled = None
             if quota_burst_enabled(cfg.policy):
                 seen.add(container.id)
-                throttled = self._throttled(container.id, cgroups, rel, now)
+                throttled = self._throttled(container.id, cgroups, rel)
             op = adjust_for_node(state, container_operation(cfg.policy, allowed, throttled))
             target = target_quota(op, current, base, ceiling)
             if target == current:
@@ -402,18 +396,24 @@ class CPUBurst:
             limiter = self.limiters[container.id] = BurstLimiter.new(period, pct, now, self._rng)
         return limiter.allow(now, int(usage / limit * 100))
 
-    def _throttled(self, cid: str, cgroups: Cgroups, rel: str, now: float) -> bool | None:
-        """True when nr_throttled grew since the previous cycle; None without a previous reading."""
-        try:
-            periods, throttled = cgroups.read_throttling(rel)
-        except (OSError, ValueError):
-            self._throttle.pop(cid, None)
-            return None
+    def _throttled(self, cid: str, cgroups: Cgroups, rel: str) -> bool | None:
+        """True when nr_throttled grew since the previous cycle; None without a previous reading. The throttled
+        collector's reading of this second is used when there is a fresh one newer than the last used; the file
+        is read only otherwise (states/readings.py)."""
         previous = self._throttle.get(cid)
-        self._throttle[cid] = _Throttle(periods, throttled, now)
-        if previous is None or throttled < previous.throttled:     # first reading, or a recreated cgroup
+        reading = self._readings.cpu_stat(rel, max_age=1.5 * self._collect_interval,
+                                          newer_than=previous.at if previous is not None else float("-inf"))
+        if reading is None:
+            try:
+                periods, throttled = cgroups.read_throttling(rel)
+            except (OSError, ValueError):
+                self._throttle.pop(cid, None)
+                return None
+            reading = CpuStat(periods, throttled, self._readings.clock())
+        self._throttle[cid] = reading
+        if previous is None or reading.throttled < previous.throttled:     # first reading, or a recreated cgroup
             return None
-        return throttled > previous.throttled
+        return reading.throttled > previous.throttled
 
     def _scale(self, meta: PodMeta, container: Container, rel: str, current: int, delta: int,
                executor: Executor) -> bool:
@@ -462,7 +462,7 @@ __all__ = ["BurstLimiter", "CPUBurst", "NodeState", "Operation", "adjust_for_nod
 def _build(ctx: Context) -> CPUBurst:
     return CPUBurst(ctx.cache, ctx.config.collect_res_used_interval, ctx.metrics,
                     reconcile_interval=ctx.config.reconcile_interval_seconds,
-                    normalization=ctx.config.gate("CPUNormalization"))
+                    normalization=ctx.config.gate("CPUNormalization"), readings=ctx.readings)
 
 
 PLUGIN = Plugin("cpu-burst", _build, gates=("CPUBurst",), when=collecting, probe=host_probe(probes.cpu_burst))
