@@ -381,6 +381,7 @@ class AgentMetrics:
                                                  else self.external)
         self._lock = threading.Lock()
         self._touched: dict[tuple[str, tuple[str, ...]], float] = {}    # expiring series -> last change
+        self._hook_children: dict[tuple[str, str, bool], Histogram] = {}  # hook_reconciled's labelled children
         self._live_pods: frozenset[str] = frozenset()
         r = self.internal
 
@@ -609,9 +610,17 @@ class AgentMetrics:
                 self.node, HOOK_NAME, stage, SUCCEEDED if ok else FAILED).observe(seconds * 1000)
 
     def hook_reconciled(self, level: str, resources: Iterable[str], ok: bool, seconds: float) -> None:
-        for resource in sorted(set(resources)):
-            self.runtime_hook_reconciler_invoked_duration_milliseconds.labels(
-                self.node, level, resource, SUCCEEDED if ok else FAILED).observe(seconds * 1000)
+        """One observation per resource the periodic reconcile decided for one pod or container at ``level``. The
+        reconciler calls this for every pod every second, so the labelled children are kept (the family's labels
+        are bounded: levels × resources × status, and it never expires)."""
+        ms = seconds * 1000
+        for resource in set(resources):
+            key = (level, resource, ok)
+            child = self._hook_children.get(key)
+            if child is None:
+                child = self._hook_children[key] = self.runtime_hook_reconciler_invoked_duration_milliseconds.labels(
+                    self.node, level, resource, SUCCEEDED if ok else FAILED)
+            child.observe(ms)
 
     def share_pools(self, ls: Iterable[Iterable[int]], be: Iterable[Iterable[int]], per_cpu: bool) -> None:
         """The CPU share pools as reported on the NodeResourceTopology (per NUMA node), counted and, with gate
