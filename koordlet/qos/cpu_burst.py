@@ -397,12 +397,16 @@ class CPUBurst:
         return limiter.allow(now, int(usage / limit * 100))
 
     def _throttled(self, cid: str, cgroups: Cgroups, rel: str) -> bool | None:
-        """True when nr_throttled grew since the previous cycle; None without a previous reading. The throttled
-        collector's reading of this second is used when there is a fresh one newer than the last used; the file
-        is read only otherwise (states/readings.py)."""
+        """True when nr_throttled grew since the previous cycle; None without a previous reading, or without a new
+        one. The throttled collector's fresh reading of ``cpu.stat`` is used instead of reading the file again
+        (states/readings.py); when that reading is the one this container's last decision used (the collector has
+        not run since: the two loops drift against each other), there is no news, which is None (REMAIN), as a
+        cycle without a throttled period is. The file is read only when the collector has no fresh reading (it
+        is off or slower than the reconciler, or the cgroup is new)."""
         previous = self._throttle.get(cid)
-        reading = self._readings.cpu_stat(rel, max_age=1.5 * self._collect_interval,
-                                          newer_than=previous.at if previous is not None else float("-inf"))
+        reading = self._readings.cpu_stat(rel, max_age=1.5 * self._collect_interval)
+        if reading is not None and previous is not None and reading.at <= previous.at:
+            return None
         if reading is None:
             try:
                 periods, throttled = cgroups.read_throttling(rel)

@@ -2,8 +2,8 @@
 
 Issue 24: each kernel file is read once per cycle. The collectors read every pod and container cgroup each second;
 a strategy that needs the same value (CPU burst's throttling check under the quota-burst policies reads each LS
-container's ``cpu.stat``) takes the collector's reading when it is fresh and newer than the one it used last, and
-reads the file itself only otherwise (the collector is off, slower than the reconciler, or the cgroup is new).
+container's ``cpu.stat``) takes the collector's reading when it is fresh, and reads the file itself only otherwise
+(the collector is off or slower than the reconciler, or the cgroup is new).
 
 One writer per kind of reading (the throttled collector for ``cpu.stat``) replaces the whole map at the end of its
 cycle: readers on other threads see one cycle or the next, never half of each.
@@ -33,10 +33,10 @@ class CgroupReadings:
         """The collector's whole cycle (cgroup dir -> reading), replacing the previous one."""
         self._cpu_stat = readings
 
-    def cpu_stat(self, rel: str, max_age: float, newer_than: float = float("-inf")) -> CpuStat | None:
-        """The collector's reading of ``rel`` if it is at most ``max_age`` seconds old and taken after
-        ``newer_than``; else None (the caller reads the file)."""
+    def cpu_stat(self, rel: str, max_age: float) -> CpuStat | None:
+        """The collector's reading of ``rel`` if it is at most ``max_age`` seconds old, else None (the caller reads
+        the file)."""
         reading = self._cpu_stat.get(rel)
-        if reading is None or reading.at <= newer_than or self.clock() - reading.at > max_age:
+        if reading is None or self.clock() - reading.at > max_age:
             return None
         return reading

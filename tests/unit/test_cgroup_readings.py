@@ -71,20 +71,29 @@ def test_cpu_burst_takes_the_fresh_reading_and_reads_the_file_otherwise(tmp_path
     assert burst._throttled(cid, cg, rel) is None    # first reading: nothing to compare with
     assert (burst._throttle[cid].periods, burst._throttle[cid].throttled) == (10, 1)   # the collector's, no read
 
-    # the same reading again is not "newer than the last used": the file is read
-    assert burst._throttled(cid, cg, rel) is True    # 1 -> 99
-    assert burst._throttle[cid].throttled == 99
+    # the same reading again (the collector has not run since): no news, and no read of the file
+    clock.t += 0.5
+    assert burst._throttled(cid, cg, rel) is None
+    assert burst._throttle[cid].throttled == 1
 
     # a newer collector reading is used as it is
     stat.write_text(cpu_stat(120, 99))
-    clock.t += 1.0
+    clock.t += 0.5
     collector.collect(Tick(101.0, (meta,), (), threading.Event()))
     stat.write_text(cpu_stat(130, 500))
-    assert burst._throttled(cid, cg, rel) is False   # 99 -> 99 (the collector's), not 500 (the file's)
+    assert burst._throttled(cid, cg, rel) is True    # 1 -> 99 (the collector's), not 500 (the file's)
+    assert burst._throttle[cid].throttled == 99
+    stat.write_text(cpu_stat(140, 500))
+    clock.t += 1.0
+    collector.collect(Tick(102.0, (meta,), (), threading.Event()))
+    assert burst._throttled(cid, cg, rel) is True    # 99 -> 500
+    stat.write_text(cpu_stat(150, 500))
+    clock.t += 1.0
+    collector.collect(Tick(103.0, (meta,), (), threading.Event()))
+    assert burst._throttled(cid, cg, rel) is False   # 500 -> 500: not throttled in that second
 
     # a stale one (collector stopped) is not: the file is read
-    collector.collect(Tick(102.0, (meta,), (), threading.Event()))
     clock.t += 5.0
-    stat.write_text(cpu_stat(140, 600))
+    stat.write_text(cpu_stat(160, 600))
     assert burst._throttled(cid, cg, rel) is True
     assert burst._throttle[cid].throttled == 600
