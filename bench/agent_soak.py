@@ -176,10 +176,9 @@ def build_node(tree, pods: list[dict[str, Any]]) -> None:
 # ---- measuring --------------------------------------------------------------------------------------------------
 
 def proc_sample(pid: int) -> dict[str, float]:
-    """CPU seconds (utime + stime, proc(5) fields 14 and 15), RSS MiB, threads and fds of a live process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    out = {"cpu": (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")}
+    """CPU seconds (utime + stime), RSS MiB, threads and fds of a live process."""
+    from doubles.realcgroup import proc_cpu_seconds
+    out = {"cpu": proc_cpu_seconds(pid)}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from koordlet.component import Plugin, Tick, collecting
-from koordlet.host.cgroup import Cgroups, parse_cpu_throttling
-from koordlet.host.fs import read_bytes, vanished
+from koordlet.host.cgroup import Cgroups
+from koordlet.host.fs import vanished
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
 from koordlet.metrics import AgentMetrics
@@ -38,12 +38,10 @@ class ThrottledCollector:
         self._readings = readings                        # where CPU burst takes this cycle's cpu.stat from
         self._errors = LogOnce(log)
         self._last: dict[str, tuple[int, int]] = {}      # cgroup dir -> the previous reading
-        self._paths: dict[str, str] = {}                 # cgroup dir -> its cpu.stat, joined once while it lives
 
     def collect(self, tick: Tick) -> list[Sample]:
         samples: list[Sample] = []
         seen: dict[str, tuple[int, int]] = {}
-        paths: dict[str, str] = {}
         shared: dict[str, CpuStat] = {}
         at = self._readings.clock() if self._readings is not None else 0.0
         for meta in tick.pods:
@@ -51,9 +49,7 @@ class ThrottledCollector:
             targets += [("container", rel, ("container_id", c.id)) for c, rel in meta.containers if c.id]
             for scope, rel, label in targets:
                 try:
-                    path = self._paths.get(rel) or self._cgroups.path("cpu", rel, "cpu.stat")
-                    seen[rel] = reading = parse_cpu_throttling(read_bytes(path))
-                    paths[rel] = path
+                    seen[rel] = reading = self._cgroups.read_throttling(rel)
                     shared[rel] = CpuStat(reading[0], reading[1], at)
                 except (OSError, ValueError) as e:
                     if vanished(e):             # gone before the open, or removed mid-read (ENODEV)
@@ -66,7 +62,6 @@ class ThrottledCollector:
                 if ratio is not None:
                     samples.append(Sample(f"{scope}_cpu_throttled", (label,), tick.now, ratio))
         self._last = seen
-        self._paths = paths
         if self._readings is not None:
             self._readings.publish_cpu_stat(shared)
         self._errors.keep_only(seen)
