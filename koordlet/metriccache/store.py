@@ -6,18 +6,19 @@ consumers (resource estimation) want hours.  Two tiers make that fit inside the
 agent's 120 MiB RSS budget:
 
 * **Memory** holds only the last ``memory_window`` seconds (default 30 min, the
-  widest window the reporters ask for).  Each series is a pair of
-  ``array.array`` columns — ``'q'`` int64 millisecond timestamps and ``'d'``
-  float64 values — i.e. 16 bytes a point.  12 h of 1 s points for 400 series as
-  Python ``float``/``tuple`` objects would be ~300 MB; as arrays of only 30 min
-  it is ~12 MB.  Trimming happens in batches from the front (in :meth:`trim`,
-  never in :meth:`append`) so appends stay O(1) amortised.
+  widest window the reporters ask for), each series as a raw *head* of its
+  newest points (two ``array.array`` columns, so an append is O(1) amortised)
+  and sealed *chunks* of older two-minute blocks, compressed by
+  :mod:`koordlet.metriccache.chunk` (:mod:`koordlet.metriccache.series`): about
+  a byte a point instead of 16, a timestamp column shared by every series
+  sampled in the same ticks.  Trimming drops whole chunks (in :meth:`trim`,
+  never in :meth:`append`).
 * **sqlite** (one file, ``<path>/metrics.db``) keeps everything up to
-  ``retention`` (default 12 h) so a restart loses nothing inside that window
-  and long windows are still answerable.  Each :meth:`flush` writes one chunk
-  row per series (zlib-compressed delta-encoded timestamps + raw float64
-  values) in a single transaction: one fsync-free WAL commit per ~10 s instead
-  of one row per point.
+  ``retention`` (default 12 h) so a restart loses nothing beyond the flush
+  interval and long windows are still answerable.  Each :meth:`flush` writes,
+  in one transaction, the chunks sealed since the last one (the same blobs as
+  memory; a shared timestamp column stored once, in ``tscols``) and the heads'
+  new points (``head`` rows, replaced by the chunk once their block is sealed).
 
 Queries are transparent across the tiers.  The cache keeps a global
 *memory floor* (the last trim/open cutoff, in ms) with the invariant:
@@ -64,7 +65,6 @@ stayed in memory for the whole window, and every series ever written kept a
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import json
 import logging
@@ -72,16 +72,15 @@ import math
 import operator
 import os
 import sqlite3
-import sys
 import threading
 import time
-import zlib
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import accumulate, islice
 
 from koordlet.metriccache.aggregate import AggregateResult
+from koordlet.metriccache.chunk import decode_ts, decode_vals, encode_ts, encode_vals
+from koordlet.metriccache.series import BLOCK_MS, MS_MAX, MS_MIN, Series
 
 __all__ = ["Labels", "MetricCache", "Sample", "labels", "make_labels"]
 
@@ -92,7 +91,7 @@ log = logging.getLogger(__name__)
 Labels = tuple[tuple[str, str], ...]
 
 _DB_FILE = "metrics.db"
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (
     id INTEGER PRIMARY KEY,
@@ -100,7 +99,22 @@ CREATE TABLE IF NOT EXISTS series (
     labels TEXT NOT NULL,
     UNIQUE (name, labels)
 );
+CREATE TABLE IF NOT EXISTS tscols (
+    id INTEGER PRIMARY KEY,
+    ts BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS chunks (
+    series_id INTEGER NOT NULL,
+    start_ms INTEGER NOT NULL,
+    end_ms INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    ts_id INTEGER NOT NULL,
+    vals BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_series_end ON chunks (series_id, end_ms);
+CREATE INDEX IF NOT EXISTS chunks_end ON chunks (end_ms);
+CREATE INDEX IF NOT EXISTS chunks_ts ON chunks (ts_id);
+CREATE TABLE IF NOT EXISTS head (
     series_id INTEGER NOT NULL,
     start_ms INTEGER NOT NULL,
     end_ms INTEGER NOT NULL,
@@ -108,14 +122,19 @@ CREATE TABLE IF NOT EXISTS chunks (
     ts BLOB NOT NULL,
     vals BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS chunks_series_end ON chunks (series_id, end_ms);
-CREATE INDEX IF NOT EXISTS chunks_end ON chunks (end_ms);
+CREATE INDEX IF NOT EXISTS head_series_end ON head (series_id, end_ms);
 """
+#: The tables that hold points, each row a (series_id, start_ms, end_ms, n, ...) range.
+_POINT_TABLES = ("chunks", "head")
+#: What deleting one row of a table frees, roughly: its blobs, the row's header and its index entries (a chunk's
+#: shared timestamp column is not counted: other series' chunks may still use it).
+_ROW_BYTES = {"chunks": "length(vals) + 80", "head": "length(ts) + length(vals) + 60"}
 # sqlite's default SQLITE_MAX_VARIABLE_NUMBER was 999 before 3.32; stay below it.
 _IN_BATCH = 500
-_MS_MIN = -(2**62)
-_MS_MAX = 2**62
-_BIG_ENDIAN = sys.byteorder == "big"
+#: Seconds after a block ends before it is sealed: a tick's samples are appended a moment after their timestamp.
+SEAL_GRACE = 5.0
+#: Series sealed per hold of the lock (~10 ms of encoding).
+_SEAL_BATCH = 200
 #: Default cap on series held in memory (see "Bounded series count" in the module docstring).
 MAX_SERIES = 10_000
 #: A series with no sample for this long may be evicted when over the cap. Longer than every collector period
@@ -172,44 +191,13 @@ def _sorted_pairs(lb: Labels) -> bool:
 def _to_ms(seconds: float) -> int:
     """Seconds -> int milliseconds, clamping infinities so ``query(.., 0, inf)`` works."""
     if math.isinf(seconds):
-        return _MS_MAX if seconds > 0 else _MS_MIN
+        return MS_MAX if seconds > 0 else MS_MIN
     return round(seconds * 1000)
 
 
 def _labels_json(lb: Labels) -> str:
     """Canonical JSON (sorted keys, no spaces): the UNIQUE(name, labels) key in sqlite."""
     return json.dumps(dict(lb), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _encode(ts: array[int], vals: array[float]) -> tuple[bytes, bytes]:
-    """Chunk blobs: zlib(delta-encoded little-endian int64), zlib(little-endian float64).
-
-    Collector timestamps are ~1000 ms apart, so the deltas compress to almost
-    nothing; values are stored as-is (float noise barely compresses, but zlib
-    still wins on constant series such as limits and counts).
-    """
-    deltas = array("q", ts[:1])
-    deltas.extend(map(operator.sub, islice(ts, 1, None), ts))
-    v = vals
-    if _BIG_ENDIAN:
-        deltas.byteswap()
-        v = array("d", vals)
-        v.byteswap()
-    return zlib.compress(deltas.tobytes()), zlib.compress(v.tobytes())
-
-
-def _decode(ts_blob: bytes, vals_blob: bytes, n: int) -> tuple[array[int], array[float]]:
-    """Inverse of :func:`_encode`; raises ValueError/zlib.error on a damaged chunk."""
-    deltas = array("q")
-    deltas.frombytes(zlib.decompress(ts_blob))
-    vals = array("d")
-    vals.frombytes(zlib.decompress(vals_blob))
-    if _BIG_ENDIAN:
-        deltas.byteswap()
-        vals.byteswap()
-    if len(deltas) != n or len(vals) != n:
-        raise ValueError(f"chunk length mismatch: n={n} ts={len(deltas)} vals={len(vals)}")
-    return array("q", accumulate(deltas)), vals
 
 
 def _incremental_vacuum(conn: sqlite3.Connection) -> None:
@@ -223,6 +211,31 @@ def _incremental_vacuum(conn: sqlite3.Connection) -> None:
     conn.executescript("PRAGMA incremental_vacuum")
 
 
+def _filter_into(ts: array[int], vals: array[float], lo: int, hi: int, out_ts: array[int],
+                 out_vals: array[float]) -> None:
+    """Append the points with ``lo <= t <= hi`` (any order)."""
+    if ts and lo <= min(ts) and max(ts) <= hi:
+        out_ts.extend(ts)
+        out_vals.extend(vals)
+        return
+    for t, v in zip(ts, vals, strict=True):
+        if lo <= t <= hi:
+            out_ts.append(t)
+            out_vals.append(v)
+
+
+def _oldest_rows(conn: sqlite3.Connection, table: str) -> Iterator[tuple[int, str, int, int]]:
+    """(end_ms, table, rowid, bytes freed by deleting it) of a point table's rows, oldest first."""
+    for rowid, end, nbytes in conn.execute(
+            f"SELECT rowid, end_ms, {_ROW_BYTES[table]} FROM {table} ORDER BY end_ms, rowid"):
+        yield end, table, rowid, nbytes
+
+
+def _drop_unused_tscols(conn: sqlite3.Connection) -> None:
+    """Delete the shared timestamp columns no chunk refers to any more (inside the caller's transaction)."""
+    conn.execute("DELETE FROM tscols WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.ts_id = tscols.id)")
+
+
 def _matches(lb: Labels, want: Mapping[str, str] | None) -> bool:
     """Subset match: the series has every requested pair (None/{} matches all)."""
     if not want:
@@ -233,60 +246,6 @@ def _matches(lb: Labels, want: Mapping[str, str] | None) -> bool:
         if have.get(k) != v:
             return False
     return True
-
-
-class _Series:
-    """In-memory columns of one series.
-
-    ``flushed`` is the number of leading points already in sqlite, so a flush
-    writes exactly ``[flushed:]``.  ``in_order`` stays True while every append
-    is >= the previous maximum timestamp, which lets queries and trims use
-    ``bisect`` instead of a Python-level scan (the overwhelmingly common case).
-    """
-
-    __slots__ = ("name", "labels", "ts", "vals", "flushed", "max_ms", "in_order", "sid", "disk_floor")
-
-    def __init__(self, name: str, lb: Labels, sid: int | None) -> None:
-        self.name = name
-        self.labels = lb
-        # a series back in memory after eviction: disk serves its points below this (module docstring)
-        self.disk_floor = _MS_MIN
-        self.ts: array[int] = array("q")
-        self.vals: array[float] = array("d")
-        self.flushed = 0
-        self.max_ms = _MS_MIN
-        self.in_order = True
-        self.sid = sid
-
-    def recheck_order(self) -> None:
-        """Recompute ``in_order``/``max_ms`` after points were removed or bulk-loaded."""
-        ts = self.ts
-        self.in_order = all(map(operator.le, ts, islice(ts, 1, None)))
-        self.max_ms = max(ts) if ts else _MS_MIN
-
-    def drop_front(self, cutoff_ms: int) -> int:
-        """Remove the leading points older than ``cutoff_ms``; return how many.
-
-        Only a prefix is removed: an out-of-order straggler behind a newer
-        point stays until the points ahead of it age out.  That keeps trimming
-        a cheap slice deletion, and the straggler is still answered correctly
-        (memory floor invariant), so nothing is lost or duplicated.
-        """
-        ts = self.ts
-        if self.in_order:
-            k = bisect.bisect_left(ts, cutoff_ms)
-        else:
-            k = 0
-            n = len(ts)
-            while k < n and ts[k] < cutoff_ms:
-                k += 1
-        if k:
-            del ts[:k]
-            del self.vals[:k]
-            self.flushed = max(0, self.flushed - k)
-            if not self.in_order:
-                self.recheck_order()
-        return k
 
 
 class MetricCache:
@@ -329,9 +288,9 @@ class MetricCache:
         self._lock = threading.Lock()
         self._closed = False
         # (name, labels) -> series: the one dict the hot path touches.
-        self._series: dict[tuple[str, Labels], _Series] = {}
+        self._series: dict[tuple[str, Labels], Series] = {}
         # name -> labels -> series: so query/series() only look at one metric's series.
-        self._by_name: dict[str, dict[Labels, _Series]] = {}
+        self._by_name: dict[str, dict[Labels, Series]] = {}
         # name -> the label key sets its series have had (a handful): lets a query that names every label find a
         # disk series through the UNIQUE (name, labels) index instead of a scan.
         self._keysets: dict[str, set[frozenset[str]]] = {}
@@ -346,7 +305,7 @@ class MetricCache:
         self._holds: float | None = None
         self._baseline: tuple[float, int] | None = None      # (history, file size) at the first measurement
         self._full_logged = False
-        self._floor_ms = _MS_MIN
+        self._floor_ms = MS_MIN
         self._kv: dict[str, object] = {}
         self._conn: sqlite3.Connection | None = None
         self._db_path: str | None = None
@@ -380,7 +339,7 @@ class MetricCache:
             self._reset_memory()
             log.error("metric cache db cannot be opened path=%s error=%s; running memory-only", db_path, e)
             return
-        except (sqlite3.Error, zlib.error, ValueError, TypeError, KeyError, OverflowError) as e:
+        except (sqlite3.Error, ValueError, TypeError, KeyError, OverflowError) as e:
             error = e
         self._reset_memory()
         aside = f"{db_path}.corrupt-{int(self._clock())}"
@@ -399,7 +358,7 @@ class MetricCache:
         log.error("metric cache db unreadable path=%s error=%s moved_to=%s; starting empty", db_path, error, aside)
         try:
             self._conn = self._connect_and_load(db_path)
-        except (sqlite3.Error, zlib.error, ValueError, OSError) as e:
+        except (sqlite3.Error, ValueError, OSError) as e:
             self._reset_memory()
             self._conn = None
             log.error("metric cache db unusable path=%s error=%s; running memory-only", db_path, e)
@@ -409,7 +368,7 @@ class MetricCache:
         self._by_name.clear()
         self._keysets.clear()
         self._evicted_until.clear()
-        self._floor_ms = _MS_MIN
+        self._floor_ms = MS_MIN
 
     def _connect_and_load(self, db_path: str) -> sqlite3.Connection:
         """Connect, configure, check and load; closes the connection on any failure.
@@ -432,7 +391,11 @@ class MetricCache:
             if check != [("ok",)]:
                 raise sqlite3.DatabaseError(f"quick_check failed: {check[:3]}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, _SCHEMA_VERSION):
+            if version == 1:
+                # an older agent's raw format: its history cannot be read as chunks, so it is dropped once
+                log.warning("metric cache file of an older format dropped path=%s version=1", db_path)
+                conn.executescript("DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS series; VACUUM;")
+            elif version not in (0, _SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"unsupported schema version {version}")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
@@ -443,11 +406,13 @@ class MetricCache:
         return conn
 
     def _load(self, conn: sqlite3.Connection) -> None:
-        """Bring every on-disk point newer than ``now - memory_window`` into memory.
+        """Bring every on-disk point newer than ``now - memory_window`` into memory: chunks as they are (each
+        decoded once to check it), head rows into the head.
 
         Setting the floor to the same cutoff establishes the floor invariant
         for the restarted process: newer points are in memory, older ones on
-        disk.
+        disk. A chunk that does not decode is deleted and costs only its own
+        points (one log line for all of them).
         """
         by_id: dict[int, tuple[str, Labels]] = {}
         for sid, name, lb_json in conn.execute("SELECT id, name, labels FROM series"):
@@ -455,33 +420,60 @@ class MetricCache:
             by_id[sid] = (name, lb)
             self._keysets.setdefault(name, set()).add(frozenset(k for k, _ in lb))
         cutoff = _to_ms(self._clock() - min(self._memory_window, self._retention))
-        loaded: list[_Series] = []
+        loaded: dict[int, Series] = {}
+        bad: list[tuple[str, int]] = []
+        shared: dict[int, bytes] = {}
+
+        def series_of(sid: int) -> Series | None:
+            ser = loaded.get(sid)
+            if ser is None and sid in by_id:
+                name, lb = by_id[sid]
+                ser = loaded[sid] = self._new_series(name, lb, sid)
+            return ser
+
         rows = conn.execute(
-            "SELECT series_id, n, ts, vals FROM chunks WHERE end_ms >= ? ORDER BY series_id, rowid",
-            (cutoff,),
-        )
-        for sid, n, ts_blob, vals_blob in rows:
-            key = by_id.get(sid)
-            if key is None:
-                continue  # orphan chunk; harmless, retention removes it
-            ts, vals = _decode(ts_blob, vals_blob, n)
-            ser = self._series.get(key)
+            "SELECT c.rowid, c.series_id, c.start_ms, c.end_ms, c.n, c.ts_id, t.ts, c.vals FROM chunks c "
+            "JOIN tscols t ON t.id = c.ts_id WHERE c.end_ms >= ? ORDER BY c.series_id, c.start_ms, c.rowid",
+            (cutoff,))
+        for rowid, sid, lo, hi, n, ts_id, ts_blob, vals_blob in rows:
+            ser = series_of(sid)
             if ser is None:
-                ser = self._new_series(key[0], key[1], sid)
-                loaded.append(ser)
-            for t, v in zip(ts, vals, strict=True):      # _decode checked both are n long
-                if t >= cutoff:
-                    ser.ts.append(t)
-                    ser.vals.append(v)
-        for ser in loaded:
-            ser.flushed = len(ser.ts)
+                continue                                  # orphan chunk; harmless, retention removes it
+            try:
+                decode_ts(ts_blob, n)
+                decode_vals(vals_blob, n)
+            except ValueError:
+                bad.append(("chunks", rowid))
+                continue
+            ser.add_encoded(lo, hi, n, shared.setdefault(ts_id, ts_blob), vals_blob)
+            ser.c_flushed += 1
+        for rowid, sid, n, ts_blob, vals_blob in conn.execute(
+                "SELECT rowid, series_id, n, ts, vals FROM head ORDER BY series_id, rowid"):
+            ser = series_of(sid)
+            if ser is None:
+                continue
+            try:
+                ts, vals = decode_ts(ts_blob, n), decode_vals(vals_blob, n)
+            except ValueError:
+                bad.append(("head", rowid))
+                continue
+            ser.ts.extend(ts)
+            ser.vals.extend(vals)
+            ser.flushed += n
+        for ser in loaded.values():
             ser.recheck_order()
-            if not ser.ts:
+            ser.lo_ms = cutoff
+            if ser.empty():
                 self._forget(ser)
+        if bad:
+            log.error("metric cache chunks unreadable path=%s chunks=%d; deleted, the rest loaded", self._db_path,
+                      len(bad))
+            for table in _POINT_TABLES:
+                conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for t, r in bad if t == table])
         self._floor_ms = cutoff
 
-    def _new_series(self, name: str, lb: Labels, sid: int | None = None) -> _Series:
-        ser = _Series(name, lb, sid)
+    def _new_series(self, name: str, lb: Labels, sid: int | None = None) -> Series:
+        ser = Series(name, lb, sid)
         if sid is None and self._conn is not None:
             self._attach_disk(ser)
         keys = self._keysets.setdefault(name, set())
@@ -491,7 +483,7 @@ class MetricCache:
         self._by_name.setdefault(name, {})[lb] = ser
         return ser
 
-    def _attach_disk(self, ser: _Series) -> None:
+    def _attach_disk(self, ser: Series) -> None:
         """A new memory series that sqlite already has (a pod back after eviction, a late sample, a restart):
         its id, and its own floor when disk has points at or above the global floor. Two indexed lookups, once per
         new series."""
@@ -537,7 +529,7 @@ class MetricCache:
             log.error("metric cache disk lookup failed path=%s error=%s; answering from memory", self._db_path, e)
             return {}
 
-    def _forget(self, ser: _Series) -> None:
+    def _forget(self, ser: Series) -> None:
         del self._series[(ser.name, ser.labels)]
         per_name = self._by_name[ser.name]
         del per_name[ser.labels]
@@ -601,7 +593,7 @@ class MetricCache:
             # one of this name was evicted with points in the window, or a matching one is back after eviction
             if self._conn is not None and (
                     s_ms < floor
-                    or (not mem and s_ms < self._evicted_until.get(name, _MS_MIN))
+                    or (not mem and s_ms < self._evicted_until.get(name, MS_MIN))
                     or any(ser.disk_floor > s_ms for ser in mem.values())):
                 ids: dict[int, Labels] = {}
                 upper: dict[int, int] = {}
@@ -619,68 +611,48 @@ class MetricCache:
                     out_vals.extend(part[1])
                 ser = mem.get(lb)
                 if ser is not None:
-                    self._query_memory(ser, s_ms, e_ms, max(floor, ser.disk_floor), out_ts, out_vals)
+                    ser.window(s_ms, e_ms, max(floor, ser.disk_floor), out_ts, out_vals)
         return AggregateResult(out_ts, out_vals)
-
-    def _query_memory(self, ser: _Series, s_ms: int, e_ms: int, floor: int, out_ts: array[int],
-                      out_vals: array[float]) -> None:
-        """Append the memory points of ``ser`` in the window that disk does not also serve.
-
-        Excluded: flushed points below the floor (stragglers that disk returns).
-        """
-        ts = ser.ts
-        if ser.in_order:
-            lo = bisect.bisect_left(ts, s_ms)
-            hi = bisect.bisect_right(ts, e_ms, lo)
-            if ser.flushed and ts and ts[0] < floor:
-                lo = max(lo, min(ser.flushed, bisect.bisect_left(ts, floor)))
-            if lo < hi:
-                out_ts.extend(ts[lo:hi])
-                out_vals.extend(ser.vals[lo:hi])
-            return
-        vals = ser.vals
-        flushed = ser.flushed
-        for i, t in enumerate(ts):
-            if s_ms <= t <= e_ms and (t >= floor or i >= flushed):
-                out_ts.append(t)
-                out_vals.append(vals[i])
 
     def _query_disk(self, ids: dict[int, Labels], s_ms: int, upper: dict[int, int]
                     ) -> dict[Labels, tuple[array[int], array[float]]]:
-        """Points in ``[s_ms, upper[sid]]`` from the chunks of the given series ids (each series' own upper bound:
-        below the floor for a series in memory, the query's end for one that is not).
+        """Points in ``[s_ms, upper[sid]]`` from the chunks and head rows of the given series ids (each series' own
+        upper bound: below the floor for a series in memory, the query's end for one that is not), chunks first.
 
-        A sqlite or decode failure is logged and yields fewer points rather
-        than an exception: an answer from memory beats no answer.
+        A sqlite failure is logged and yields fewer points rather than an exception: an answer from memory beats no
+        answer. A chunk that does not decode is deleted (logged once) and costs only its own points.
         """
         assert self._conn is not None
         out: dict[Labels, tuple[array[int], array[float]]] = {}
         id_list = list(ids)
         e_max = max(upper.values())
+        bad: list[tuple[str, int]] = []
+        selects = (
+            ("chunks", ("SELECT c.rowid, c.series_id, c.n, t.ts, c.vals FROM chunks c "
+                        "JOIN tscols t ON t.id = c.ts_id WHERE c.series_id IN ({}) AND c.end_ms >= ? "
+                        "AND c.start_ms <= ? ORDER BY c.start_ms, c.rowid")),
+            ("head", ("SELECT rowid, series_id, n, ts, vals FROM head "
+                      "WHERE series_id IN ({}) AND end_ms >= ? AND start_ms <= ? ORDER BY rowid")),
+        )
         try:
-            for i in range(0, len(id_list), _IN_BATCH):
-                batch = id_list[i : i + _IN_BATCH]
-                sql = (
-                    "SELECT series_id, n, ts, vals FROM chunks WHERE series_id IN "
-                    f"({','.join('?' * len(batch))}) AND end_ms >= ? AND start_ms <= ? ORDER BY rowid"
-                )
-                for sid, n, ts_blob, vals_blob in self._conn.execute(sql, (*batch, s_ms, e_max)):
-                    try:
-                        ts, vals = _decode(ts_blob, vals_blob, n)
-                    except (zlib.error, ValueError) as e:
-                        log.error("metric cache chunk unreadable path=%s series_id=%s error=%s; skipped",
-                                  self._db_path, sid, e)
-                        continue
-                    lb = ids[sid]
-                    e_ms = upper[sid]
-                    part = out.get(lb)
-                    if part is None:
-                        part = out[lb] = (array("q"), array("d"))
-                    p_ts, p_vals = part
-                    for t, v in zip(ts, vals, strict=True):
-                        if s_ms <= t <= e_ms:
-                            p_ts.append(t)
-                            p_vals.append(v)
+            for table, sql in selects:
+                for i in range(0, len(id_list), _IN_BATCH):
+                    batch = id_list[i : i + _IN_BATCH]
+                    rows = self._conn.execute(sql.format(",".join("?" * len(batch))), (*batch, s_ms, e_max))
+                    for rowid, sid, n, ts_blob, vals_blob in rows:
+                        try:
+                            ts, vals = decode_ts(ts_blob, n), decode_vals(vals_blob, n)
+                        except ValueError as e:
+                            log.error("metric cache chunk unreadable path=%s table=%s series_id=%s error=%s; deleted",
+                                      self._db_path, table, sid, e)
+                            bad.append((table, rowid))
+                            continue
+                        part = out.get(ids[sid])
+                        if part is None:
+                            part = out[ids[sid]] = (array("q"), array("d"))
+                        _filter_into(ts, vals, s_ms, upper[sid], part[0], part[1])
+            for table in _POINT_TABLES:
+                self._conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for t, r in bad if t == table])
         except sqlite3.Error as e:
             log.error("metric cache disk query failed path=%s error=%s; answering from memory", self._db_path, e)
         return out
@@ -689,6 +661,14 @@ class MetricCache:
         """Series held in memory (the ``koordlet_metric_cache_series`` gauge): live pods × metric kinds, plus
         deleted pods' series while under ``max_series``."""
         return len(self._series)
+
+    def memory_usage(self) -> tuple[int, int]:
+        """(samples held in memory, bytes of their buffers: the heads' arrays as allocated, the chunks' arrays and
+        blobs, a timestamp blob shared by many series counted once)."""
+        with self._lock:
+            seen: set[int] = set()
+            return (sum(ser.count() for ser in self._series.values()),
+                    sum(ser.nbytes(seen) for ser in self._series.values()))
 
     def history(self) -> tuple[float, float | None]:
         """(seconds of history on disk now, seconds of history the disk holds at the write rate seen so far, capped
@@ -711,26 +691,48 @@ class MetricCache:
     # ----------------------------------------------------------- persistence
 
     def flush(self) -> None:
-        """Write every not-yet-persisted point to sqlite in one transaction.
+        """Seal the blocks that are over, then write every not-yet-persisted chunk and head point to sqlite in one
+        transaction.
 
         On failure the points stay unflushed and the next flush retries them.
         Then, if memory holds more than ``max_series`` series, idle ones are
         evicted (module docstring).
         """
+        self._seal()
         with self._lock:
             persisted = self._flush_locked()
             if persisted:
                 self._evict_locked()
 
+    def _seal(self) -> None:
+        """Seal, in every series, the points of blocks that ended at least :data:`SEAL_GRACE` seconds ago.
+
+        Encoding takes ~50 µs a series, so at a block's end sealing every series of a large node takes a good part
+        of a second: the lock is taken for :data:`_SEAL_BATCH` series at a time, so collectors' appends and
+        reporters' queries wait for one batch, not for all of them."""
+        before = _to_ms(self._clock() - SEAL_GRACE) // BLOCK_MS * BLOCK_MS
+        shared: dict[bytes, bytes] = {}
+        with self._lock:
+            todo = [ser for ser in self._series.values() if ser.ts and (ser.ts[0] < before or not ser.in_order)]
+            persistent = self._conn is not None
+        for i in range(0, len(todo), _SEAL_BATCH):
+            with self._lock:
+                for ser in todo[i : i + _SEAL_BATCH]:
+                    ser.seal(before, shared, persistent)
+
     def _flush_locked(self) -> bool:
         conn = self._conn
         if conn is None:
             return True
-        pending = [s for s in self._series.values() if s.flushed < len(s.ts)]
+        pending = [s for s in self._series.values()
+                   if s.flushed < len(s.ts) or s.c_flushed < len(s.c_n) or s.rewrite]
         if not pending:
             return True
-        new_ids: list[tuple[_Series, int]] = []
-        rows = []
+        new_ids: list[tuple[Series, int]] = []
+        chunks: list[tuple[int, int, int, int, int, bytes]] = []
+        heads: list[tuple[int, int, int, int, bytes, bytes]] = []
+        rewrites: list[tuple[int]] = []
+        ts_ids: dict[int, int] = {}                 # id(shared timestamp blob) -> tscols row, for this transaction
         try:
             conn.execute("BEGIN")
             for ser in pending:
@@ -742,12 +744,24 @@ class MetricCache:
                         "SELECT id FROM series WHERE name = ? AND labels = ?", (ser.name, lb_json)
                     ).fetchone()[0]
                     new_ids.append((ser, sid))
-                ts = ser.ts[ser.flushed :]
-                ts_blob, vals_blob = _encode(ts, ser.vals[ser.flushed :])
-                rows.append((sid, min(ts), max(ts), len(ts), ts_blob, vals_blob))
-            conn.executemany(
-                "INSERT INTO chunks (series_id, start_ms, end_ms, n, ts, vals) VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
+                for i in range(ser.c_flushed, len(ser.c_n)):
+                    blob = ser.c_ts[i]
+                    ts_id = ts_ids.get(id(blob))
+                    if ts_id is None:
+                        ts_id = ts_ids[id(blob)] = conn.execute("INSERT INTO tscols (ts) VALUES (?)",
+                                                                (blob,)).lastrowid or 0
+                    chunks.append((sid, ser.c_lo[i], ser.c_hi[i], ser.c_n[i], ts_id, ser.c_vals[i]))
+                start = 0 if ser.rewrite else ser.flushed
+                if ser.rewrite:
+                    rewrites.append((sid,))
+                if start < len(ser.ts):
+                    ts = ser.ts[start:]
+                    heads.append((sid, min(ts), max(ts), len(ts), encode_ts(ts), encode_vals(ser.vals[start:])))
+            conn.executemany("DELETE FROM head WHERE series_id = ?", rewrites)
+            conn.executemany("INSERT INTO chunks (series_id, start_ms, end_ms, n, ts_id, vals) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", chunks)
+            conn.executemany("INSERT INTO head (series_id, start_ms, end_ms, n, ts, vals) VALUES (?, ?, ?, ?, ?, ?)",
+                             heads)
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             self._rollback()
@@ -758,6 +772,8 @@ class MetricCache:
             ser.sid = sid
         for ser in pending:
             ser.flushed = len(ser.ts)
+            ser.c_flushed = len(ser.c_n)
+            ser.rewrite = False
         return True
 
     def _rollback(self) -> None:
@@ -770,25 +786,25 @@ class MetricCache:
     def trim(self) -> None:
         """Age data out of memory and disk and enforce ``max_bytes``.
 
-        Memory: points older than ``now - memory_window`` (flushed first, so
-        they remain on disk) are cut from the front of each series; empty
-        series are forgotten.  Disk: chunks whose newest point is older than
-        ``now - retention`` are deleted, then the oldest chunks until the file
+        Memory: chunks whose newest point is older than ``now - memory_window``
+        and the head's older points (flushed first, so they remain on disk) are
+        forgotten; empty series too.  Disk: rows whose newest point is older
+        than ``now - retention`` are deleted, then the oldest until the file
         fits ``max_bytes``.  Meant to run from the periodic flush loop.
         """
+        self._seal()
         with self._lock:
             now = self._clock()
             cutoff = _to_ms(now - min(self._memory_window, self._retention))
             persisted = self._flush_locked() if self._conn is not None else False
             lost = 0
             for ser in list(self._series.values()):
-                flushed_before = ser.flushed
-                k = ser.drop_front(cutoff)
-                if persisted is False and self._conn is not None and k > flushed_before:
-                    # Only when flushing failed: points dropped beyond what was
-                    # flushed are gone for good — we trade history for RSS.
-                    lost += k - flushed_before
-                if not ser.ts:
+                dropped = ser.drop_before(cutoff)
+                if self._conn is not None:
+                    # only when flushing failed: points forgotten that were never written are gone for good — we
+                    # trade history for RSS
+                    lost += dropped
+                if ser.empty():
                     self._forget(ser)
             if cutoff > self._floor_ms:
                 self._floor_ms = cutoff
@@ -808,12 +824,13 @@ class MetricCache:
         idle_before = _to_ms(self._clock() - _IDLE)
         on_disk = self._conn is not None
         candidates = [ser for ser in self._series.values() if ser.max_ms < idle_before
-                      and (not on_disk or (ser.sid is not None and ser.flushed == len(ser.ts)))]
+                      and (not on_disk or (ser.sid is not None and ser.flushed == len(ser.ts)
+                                           and ser.c_flushed == len(ser.c_n) and not ser.rewrite))]
         victims = heapq.nsmallest(excess, candidates, key=operator.attrgetter("max_ms"))
         until = self._evicted_until
         for ser in victims:
             self._forget(ser)
-            if ser.max_ms >= until.get(ser.name, _MS_MIN):
+            if ser.max_ms >= until.get(ser.name, MS_MIN):
                 until[ser.name] = ser.max_ms + 1
         if not on_disk:
             self._evicted_lost += len(victims)
@@ -830,7 +847,12 @@ class MetricCache:
         conn = self._conn
         assert conn is not None
         try:
-            conn.execute("DELETE FROM chunks WHERE end_ms < ?", (_to_ms(now - self._retention),))
+            oldest = _to_ms(now - self._retention)
+            conn.execute("BEGIN")
+            for table in _POINT_TABLES:
+                conn.execute(f"DELETE FROM {table} WHERE end_ms < ?", (oldest,))
+            _drop_unused_tscols(conn)
+            conn.execute("COMMIT")
             _incremental_vacuum(conn)
             full = self._enforce_max_bytes()
             self._measure_history(now, full)
@@ -845,7 +867,8 @@ class MetricCache:
         file's growth per second of history since the first measurement (its fixed part, the schema and a page or
         two per series, does not grow), extrapolated to ``max_bytes``."""
         assert self._conn is not None
-        oldest = self._conn.execute("SELECT min(start_ms) FROM chunks").fetchone()[0]
+        starts = [self._conn.execute(f"SELECT min(start_ms) FROM {t}").fetchone()[0] for t in _POINT_TABLES]
+        oldest = min((v for v in starts if v is not None), default=None)
         self._held = max(0.0, now - oldest / 1000) if oldest is not None else 0.0
         size = self._db_size()
         if full or self._full_logged:
@@ -898,22 +921,23 @@ class MetricCache:
         target = int(self._max_bytes * 0.9)
         while size > self._max_bytes:
             excess = size - target
-            victims: list[tuple[int]] = []
+            candidates = heapq.merge(*(_oldest_rows(conn, table) for table in _POINT_TABLES))
+            victims: dict[str, list[tuple[int]]] = {t: [] for t in _POINT_TABLES}
             freed = 0
-            for rowid, nbytes in conn.execute(
-                "SELECT rowid, length(ts) + length(vals) + 40 FROM chunks ORDER BY end_ms, rowid"
-            ):
-                victims.append((rowid,))
+            for _end, table, rowid, nbytes in candidates:
+                victims[table].append((rowid,))
                 freed += nbytes
                 if freed >= excess:
                     break
-            if not victims:
+            if not freed:
                 break  # only schema left; nothing more we can do
             conn.execute("BEGIN")
-            conn.executemany("DELETE FROM chunks WHERE rowid = ?", victims)
+            for table, rows in victims.items():
+                conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", rows)
+                deleted += len(rows)
+            _drop_unused_tscols(conn)
             conn.execute("COMMIT")
             _incremental_vacuum(conn)
-            deleted += len(victims)
             size = self._db_size()
         # info, not warning: once the file is full this is the steady state
         # (roughly every 10% of max_bytes of new data), not an anomaly.
@@ -931,12 +955,9 @@ class MetricCache:
         """
         conn = self._conn
         assert conn is not None
-        orphans = [
-            r[0]
-            for r in conn.execute(
-                "SELECT id FROM series WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.series_id = series.id)"
-            )
-        ]
+        orphans = [r[0] for r in conn.execute(
+            "SELECT id FROM series WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.series_id = series.id) "
+            "AND NOT EXISTS (SELECT 1 FROM head WHERE head.series_id = series.id)")]
         if not orphans:
             return
         live = {s.sid for s in self._series.values() if s.sid is not None}
@@ -962,7 +983,7 @@ class MetricCache:
                 self._conn.close()
                 self._conn = None
             # Disk is gone: memory must now answer for everything it still holds.
-            self._floor_ms = _MS_MIN
+            self._floor_ms = MS_MIN
 
     # -------------------------------------------------------------------- kv
 

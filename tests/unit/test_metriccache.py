@@ -47,6 +47,10 @@ def samples(name: str, lb: dict[str, str], points: Iterable[tuple[float, float]]
     return [Sample(name, lbs, ts, v) for ts, v in points]
 
 
+#: every row that holds points: sealed chunks and not yet sealed head rows
+POINT_ROWS = "(SELECT start_ms, end_ms, n FROM chunks UNION ALL SELECT start_ms, end_ms, n FROM head)"
+
+
 def db_rows(directory: str, sql: str) -> list[tuple]:
     conn = sqlite3.connect(os.path.join(directory, "metrics.db"))
     try:
@@ -229,7 +233,7 @@ def test_restart_keeps_data_from_disk_and_memory(tmp_path) -> None:
     clock.advance(5)
     cache = MetricCache(d, memory_window=600, clock=clock)
     # Memory holds only the last 600 s, so anything older must come from disk.
-    assert min(cache._series[("cpu", labels(pod="a"))].ts) >= (clock.now - 600) * 1000
+    assert min(cache._series[("cpu", labels(pod="a"))].points()[0]) >= (clock.now - 600) * 1000
     assert cache.query("cpu", None, T0, T0 + 3600).values() == before_full
     assert cache.query("cpu", None, T0, T0 + 1000).values() == window(0, 1000)  # disk only
     spanning = cache.query("cpu", None, T0 + 2500, T0 + 3400)  # disk + memory
@@ -284,9 +288,9 @@ def test_memory_window_trim_moves_points_to_disk_only(tmp_path) -> None:
     cache.append(samples("cpu", {"pod": "old"}, [(T0, 7.0)]))
     clock.now = T0 + 1200
     cache.trim()
-    mem = cache._series[("cpu", labels(pod="a"))]
-    assert len(mem.ts) == 61  # 600..1200 s inclusive
-    assert mem.ts[0] == (T0 + 600) * 1000
+    mem_ts, _ = cache._series[("cpu", labels(pod="a"))].points()
+    assert len(mem_ts) == 61  # 600..1200 s inclusive
+    assert mem_ts[0] == (T0 + 600) * 1000
     assert cache.series("cpu") == [{"pod": "a"}]  # the emptied series is dropped from memory
     res = cache.query("cpu", {"pod": "a"}, T0, T0 + 1200)
     assert res.values() == [float(i) for i in range(121)]
@@ -312,13 +316,13 @@ def test_retention_removes_old_points_from_memory_and_disk(tmp_path) -> None:
     cache.append(samples("cpu", {"pod": "a"}, [(T0 + i, 1.0) for i in range(10)]))
     cache.append(samples("cpu", {"pod": "gone"}, [(T0 + i, 2.0) for i in range(10)]))
     cache.flush()
-    assert db_rows(d, "SELECT count(*) FROM chunks") == [(2,)]
+    assert db_rows(d, f"SELECT count(*) FROM {POINT_ROWS}") == [(2,)]
     clock.now = T0 + 3600 + 700
     cache.append(samples("cpu", {"pod": "a"}, [(clock.now - 1, 3.0)]))
     cache.trim()
     assert cache.query("cpu", None, 0, INF).values() == [3.0]
     assert cache.series("cpu") == [{"pod": "a"}]
-    rows = db_rows(d, "SELECT min(start_ms), count(*) FROM chunks")
+    rows = db_rows(d, f"SELECT min(start_ms), count(*) FROM {POINT_ROWS}")
     assert rows == [(int((clock.now - 1) * 1000), 1)]
     # The series row of a pod with no data left is garbage-collected too.
     assert db_rows(d, "SELECT labels FROM series") == [('{"pod":"a"}',)]
@@ -347,7 +351,7 @@ def test_max_bytes_deletes_oldest_chunks_and_bounds_file(tmp_path) -> None:
     cache.trim()
     assert os.path.getsize(db) <= max_bytes
     assert os.path.getsize(db + "-wal") == 0
-    (oldest, newest), = db_rows(d, "SELECT min(start_ms), max(end_ms) FROM chunks")
+    (oldest, newest), = db_rows(d, f"SELECT min(start_ms), max(end_ms) FROM {POINT_ROWS}")
     assert oldest > T0 * 1000  # the first flushes are gone
     assert newest == (clock.now - 1) * 1000  # the newest flush is kept
     cache.close()
@@ -382,21 +386,41 @@ def test_corrupt_db_is_moved_aside_and_cache_starts_empty(tmp_path, caplog) -> N
     cache.close()
 
 
-def test_damaged_chunk_blob_is_treated_as_corrupt_db(tmp_path, caplog) -> None:
+def test_damaged_chunk_costs_only_that_chunk_logged_once(tmp_path, caplog) -> None:
+    """A chunk whose blob no longer decodes (bit rot, a torn page) is dropped with one log line; the database, the
+    other series and the series' other chunks stay, at load (memory window) and at query (older, disk only)."""
     d = str(tmp_path)
-    clock = FakeClock(T0 + 10)
-    cache = MetricCache(d, clock=clock)
-    cache.append(samples("cpu", {"pod": "a"}, [(T0, 1.0)]))
+    clock = FakeClock(T0)
+    cache = MetricCache(d, memory_window=600, clock=clock)
+    for k in range(0, 1200, 10):                         # 20 minutes, two series, sealed into 2-minute chunks
+        clock.now = T0 + k
+        cache.append(samples("cpu", {"pod": "a"}, [(clock.now, float(k))]))
+        cache.append(samples("cpu", {"pod": "b"}, [(clock.now, float(k))]))
+        cache.flush()
+    clock.now = T0 + 1200
     cache.close()
     conn = sqlite3.connect(os.path.join(d, "metrics.db"))
-    conn.execute("UPDATE chunks SET ts = x'deadbeef'")
+    sid_a = conn.execute("""SELECT id FROM series WHERE labels = '{"pod":"a"}'""").fetchone()[0]
+    rows = conn.execute("SELECT rowid, start_ms, end_ms, n FROM chunks WHERE series_id = ? ORDER BY start_ms",
+                        (sid_a,)).fetchall()
+    old, new = rows[0], rows[-1]                        # one below the memory window, one inside it
+    assert old[2] < (clock.now - 600) * 1000 <= new[1]
+    conn.executemany("UPDATE chunks SET vals = x'00deadbeef' WHERE rowid = ?", [(old[0],), (new[0],)])
     conn.commit()
     conn.close()
     with caplog.at_level(logging.ERROR, logger="koordlet.metriccache"):
-        cache = MetricCache(d, clock=clock)
-    assert cache.query("cpu", None, 0, INF).count() == 0
-    assert len(glob.glob(os.path.join(d, "metrics.db.corrupt-*"))) == 1
-    assert any("unreadable" in r.getMessage() for r in caplog.records)
+        cache = MetricCache(d, memory_window=600, clock=clock)
+        everything_b = cache.query("cpu", {"pod": "b"}, T0, clock.now).values()
+        first = cache.query("cpu", {"pod": "a"}, T0, clock.now).values()
+        again = cache.query("cpu", {"pod": "a"}, T0, clock.now).values()
+    assert glob.glob(os.path.join(d, "metrics.db.corrupt-*")) == []
+    assert everything_b == [float(k) for k in range(0, 1200, 10)]
+    lost = {float(t / 1000 - T0) for t in range(old[1], old[2] + 1, 10_000)} | {
+        float(t / 1000 - T0) for t in range(new[1], new[2] + 1, 10_000)}
+    assert first == again == [float(k) for k in range(0, 1200, 10) if float(k) not in lost]
+    assert len(lost) == old[3] + new[3]
+    unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(unreadable) == 2                        # one at load (the memory window), one at the first query
     cache.close()
 
 
