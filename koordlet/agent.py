@@ -360,6 +360,7 @@ class Agent:
             except Exception as e:     # the agent's other work goes on (Multus keeps the kubelet's socket...)
                 log.error("service not started name=%s error=%s", service_plugin.name, e)
         self._set_gauges()
+        self._set_cache_gauges()
         server.start()
         if on_ready:
             on_ready()
@@ -378,6 +379,7 @@ class Agent:
                     last_flush = now
                 if now - last_trim >= TRIM_INTERVAL:
                     self._housekeep(self.cache.trim, "trim")
+                    self._set_cache_gauges()
                     last_trim = now
         finally:
             notifier.stopping("stopping: flushing the metric cache")
@@ -407,6 +409,12 @@ class Agent:
         self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(self.informer.pods))
         self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
         self.metrics.expire()
+
+    def _set_cache_gauges(self) -> None:
+        """What the metric cache holds in memory, after each trim (a walk over every series: once a minute)."""
+        points, nbytes = self.cache.memory_usage()
+        self.metrics.metric_cache_points.labels(self.metrics.node).set(points)
+        self.metrics.metric_cache_point_bytes.labels(self.metrics.node).set(nbytes)
 
     def _report_loop(self, stop: threading.Event) -> None:
         """Every report on its schedule, and the slow refreshes (host topology, RDMA, NodeSLO file, prediction).

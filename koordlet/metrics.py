@@ -448,6 +448,12 @@ class AgentMetrics:
         self.metric_cache_series = Gauge("koordlet_metric_cache_series",
                                          "(koordlet-py) time series held in memory by the metric cache",
                                          ["node"], registry=r)
+        self.metric_cache_points = Gauge("koordlet_metric_cache_points",
+                                         "(koordlet-py) samples held in memory by the metric cache", ["node"],
+                                         registry=r)
+        self.metric_cache_point_bytes = Gauge("koordlet_metric_cache_point_bytes",
+                                              "(koordlet-py) bytes of the metric cache's sample buffers in memory "
+                                              "(raw heads and compressed chunks)", ["node"], registry=r)
         self.reports = Counter("koordlet_report", "(koordlet-py) report attempts by kind (nodemetric, "
                                "noderesourcetopology, files) and result (updated, created, unchanged, absent, "
                                "failed...)", ["node", "kind", "result"], registry=r)
