@@ -26,8 +26,9 @@ import sys
 import zlib
 from array import array
 from itertools import accumulate, chain, repeat
+from typing import Any
 
-__all__ = ["MAX_POINTS", "decode_ts", "decode_vals", "encode_ts", "encode_vals"]
+__all__ = ["MAX_POINTS", "decode_ts", "decode_vals", "encode_ts", "encode_vals", "raw"]
 
 #: The most points one chunk may hold (a decoding bound, far above a block's ~120 points).
 MAX_POINTS = 1 << 20
@@ -35,10 +36,31 @@ MAX_POINTS = 1 << 20
 _SHUFFLED = 0        # format byte: zigzag delta-of-delta (timestamps) or XOR (values), shuffled, raw deflate
 _PLAIN = 1           # format byte: little-endian int64 timestamps as they are, raw deflate (deltas overflow int64)
 _DECIMAL = 2         # format byte: values as integers m / 10^k, then k, zigzag deltas of m, shuffled, raw deflate
+_RAW = 3             # format byte: little-endian int64 or float64 as they are (a head row: written often, kept briefly)
+_CONST = 4           # format byte: one float64, the value of every point (an idle container's CPU, a limit)
 _SCALES = tuple(10.0 ** k for k in range(10))
 _LIMIT = 1 << 62     # magnitude bound of a zigzagged integer (delta, delta-of-delta, decimal)
 _BIG_ENDIAN = sys.byteorder == "big"
 _LEVEL = 6
+
+
+def raw(column: array[int] | array[float]) -> bytes:
+    """A column as it is, little-endian, with no compression: for the heads' rows on disk, written at every flush
+    and replaced by the chunk within minutes, where encoding would cost more than the bytes it saves."""
+    if _BIG_ENDIAN:
+        column = array(column.typecode, column)
+        column.byteswap()
+    return bytes((_RAW,)) + column.tobytes()
+
+
+def _from_raw(body: bytes, n: int, typecode: str) -> array[Any]:
+    if len(body) != 8 * n:
+        raise ValueError(f"raw chunk column of {len(body)} bytes, expected {8 * n}")
+    out = array(typecode)
+    out.frombytes(body)
+    if _BIG_ENDIAN:
+        out.byteswap()
+    return out
 
 
 def _deflate(data: bytes) -> bytes:
@@ -96,6 +118,8 @@ def encode_ts(ts: array[int]) -> bytes:
 def decode_ts(blob: bytes, n: int) -> array[int]:
     """Inverse of :func:`encode_ts`; ValueError on a damaged blob or a wrong ``n``."""
     fmt, body = _header(blob, n)
+    if fmt == _RAW:
+        return _from_raw(body, n, "q")
     if fmt == _PLAIN:
         out = array("q")
         out.frombytes(_inflate(body, 8 * n))
@@ -115,6 +139,9 @@ def encode_vals(vals: array[float]) -> bytes:
     pattern XORed with the previous one."""
     if not vals:
         return bytes((_SHUFFLED,))
+    first = vals[:1]
+    if vals.tobytes() == first.tobytes() * len(vals):
+        return bytes((_CONST,)) + raw(first)[1:]
     scaled = _as_decimals(vals)
     if scaled is not None:
         k, ints = scaled
@@ -169,6 +196,10 @@ def _unzigzag(words: array[int]) -> map[int]:
 def decode_vals(blob: bytes, n: int) -> array[float]:
     """Inverse of :func:`encode_vals`; ValueError on a damaged blob or a wrong ``n``."""
     fmt, body = _header(blob, n)
+    if fmt == _RAW:
+        return _from_raw(body, n, "d")
+    if fmt == _CONST:
+        return _from_raw(body, 1, "d") * n
     out = array("d")
     if fmt == _DECIMAL:
         if not body or body[0] >= len(_SCALES):
@@ -193,7 +224,7 @@ def _header(blob: bytes, n: int) -> tuple[int, bytes]:
     if not blob:
         raise ValueError("empty chunk column")
     fmt = blob[0]
-    if fmt not in (_SHUFFLED, _PLAIN, _DECIMAL):
+    if fmt not in (_SHUFFLED, _PLAIN, _DECIMAL, _RAW, _CONST):
         raise ValueError(f"chunk column of unknown format {fmt}")
     if n == 0:
         if len(blob) != 1:

@@ -18,6 +18,7 @@ next flush replaces them (see :mod:`koordlet.metriccache.store`).
 from __future__ import annotations
 
 import bisect
+import functools
 import operator
 from array import array
 from itertools import islice
@@ -33,6 +34,14 @@ MS_MIN = -(2**62)
 MS_MAX = 2**62
 
 Labels = tuple[tuple[str, str], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_ts(blob: bytes, n: int) -> array[int]:
+    """A timestamp column decoded once for every series that shares it (a query over all pods decodes each block's
+    column once, not once per pod); the caller must not modify it. Keyed by the blob's content, whose hash bytes
+    objects keep."""
+    return decode_ts(blob, n)
 
 
 class Series:
@@ -216,9 +225,8 @@ class Series:
             if hi_arr[i] < lower:
                 continue
             n = self.c_n[i]
-            ts = decode_ts(self.c_ts[i], n)
-            vals = decode_vals(self.c_vals[i], n)
-            _take(ts, vals, lower, e_ms, self.in_order, out_ts, out_vals)
+            _take(_shared_ts(self.c_ts[i], n), decode_vals(self.c_vals[i], n), lower, e_ms, self.in_order, out_ts,
+                  out_vals)
         ts = self.ts
         if not ts:
             return

@@ -79,7 +79,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from koordlet.metriccache.aggregate import AggregateResult
-from koordlet.metriccache.chunk import decode_ts, decode_vals, encode_ts, encode_vals
+from koordlet.metriccache.chunk import decode_ts, decode_vals, raw
 from koordlet.metriccache.series import BLOCK_MS, MS_MAX, MS_MIN, Series
 
 __all__ = ["Labels", "MetricCache", "Sample", "labels", "make_labels"]
@@ -756,7 +756,7 @@ class MetricCache:
                     rewrites.append((sid,))
                 if start < len(ser.ts):
                     ts = ser.ts[start:]
-                    heads.append((sid, min(ts), max(ts), len(ts), encode_ts(ts), encode_vals(ser.vals[start:])))
+                    heads.append((sid, min(ts), max(ts), len(ts), raw(ts), raw(ser.vals[start:])))
             conn.executemany("DELETE FROM head WHERE series_id = ?", rewrites)
             conn.executemany("INSERT INTO chunks (series_id, start_ms, end_ms, n, ts_id, vals) "
                              "VALUES (?, ?, ?, ?, ?, ?)", chunks)
