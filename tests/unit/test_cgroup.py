@@ -32,6 +32,19 @@ EXPECTED_POD_DIRS = {
 }
 
 
+@pytest.mark.parametrize("version", list(CgroupVersion))
+@pytest.mark.parametrize("root", ["/r", "/r/", "r", "/", ""])
+def test_path_is_os_path_join(root, version):
+    """The prefix shortcut gives exactly os.path.join's path, empty, absolute and slash-ended parts included."""
+    cg = Cgroups(root, version, Driver.CGROUPFS)
+    for subsystem, rel, file in itertools.product(["cpu", "memory", "", "/abs"],
+                                                  ["", "/", "a", "/a", "a/", "a/b", "/a/b/", "kubepods/pod1"],
+                                                  ["", "x", "/x", "cpu.stat"]):
+        want = os.path.join(root, *((subsystem,) if version is CgroupVersion.V1 else ()), rel, file)
+        assert cg.path(subsystem, rel, file) == want, (subsystem, rel, file)
+        assert cg.path(subsystem, rel, file) == want       # the second time from the cached prefix
+
+
 @pytest.mark.parametrize("driver,qos", list(itertools.product(Driver, KubeQOS)))
 def test_pod_dir_naming_roundtrip(driver, qos):
     layout = Layout(driver)
