@@ -7,7 +7,8 @@ and read an aggregate from the :class:`AggregateResult`.  See
 
 from koordlet.metriccache.aggregate import AGGREGATION_KINDS, AggregateResult, EmptyError, percentile
 from koordlet.metriccache.kinds import KINDS, schema_problem
-from koordlet.metriccache.store import Labels, MetricCache, Sample, labels, make_labels
+from koordlet.metriccache.rollup import RELATIVE_ACCURACY
+from koordlet.metriccache.store import ROLLUP_MS, Labels, MetricCache, Sample, labels, make_labels
 
 __all__ = [
     "AGGREGATION_KINDS",
@@ -16,6 +17,8 @@ __all__ = [
     "KINDS",
     "Labels",
     "MetricCache",
+    "RELATIVE_ACCURACY",
+    "ROLLUP_MS",
     "Sample",
     "labels",
     "make_labels",

@@ -78,6 +78,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from koordlet.metriccache import rollup
 from koordlet.metriccache.aggregate import AggregateResult
 from koordlet.metriccache.chunk import decode_ts, decode_vals, raw
 from koordlet.metriccache.series import BLOCK_MS, MS_MAX, MS_MIN, Series
@@ -123,12 +124,27 @@ CREATE TABLE IF NOT EXISTS head (
     vals BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS head_series_end ON head (series_id, end_ms);
+CREATE TABLE IF NOT EXISTS rollups (
+    series_id INTEGER NOT NULL,
+    start_ms INTEGER NOT NULL,
+    end_ms INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    blob BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rollups_series_end ON rollups (series_id, end_ms);
+CREATE INDEX IF NOT EXISTS rollups_end ON rollups (end_ms);
 """
 #: The tables that hold points, each row a (series_id, start_ms, end_ms, n, ...) range.
-_POINT_TABLES = ("chunks", "head")
+_POINT_TABLES = ("chunks", "head", "rollups")
 #: What deleting one row of a table frees, roughly: its blobs, the row's header and its index entries (a chunk's
 #: shared timestamp column is not counted: other series' chunks may still use it).
-_ROW_BYTES = {"chunks": "length(vals) + 80", "head": "length(ts) + length(vals) + 60"}
+_ROW_BYTES = {"chunks": "length(vals) + 80", "head": "length(ts) + length(vals) + 60",
+              "rollups": "length(blob) + 60"}
+#: Raw chunks older than the memory window are rolled up into per-minute summaries (:mod:`.rollup`), one row per
+#: series per this span: ten minutes of raw history at most beyond the memory window, ~10 minute rollups a row.
+ROLLUP_MS = 600_000
+#: Series rolled up per transaction (bounds what one roll-up step holds decoded: ~64 x 600 points).
+_ROLLUP_BATCH = 64
 # sqlite's default SQLITE_MAX_VARIABLE_NUMBER was 999 before 3.32; stay below it.
 _IN_BATCH = 500
 #: Seconds after a block ends before it is sealed: a tick's samples are appended a moment after their timestamp.
@@ -226,9 +242,24 @@ def _filter_into(ts: array[int], vals: array[float], lo: int, hi: int, out_ts: a
 
 def _oldest_rows(conn: sqlite3.Connection, table: str) -> Iterator[tuple[int, str, int, int]]:
     """(end_ms, table, rowid, bytes freed by deleting it) of a point table's rows, oldest first."""
-    for rowid, end, nbytes in conn.execute(
-            f"SELECT rowid, end_ms, {_ROW_BYTES[table]} FROM {table} ORDER BY end_ms, rowid"):
+    for rowid, end, nbytes in conn.execute(f"SELECT rowid, end_ms, {_ROW_BYTES[table]} FROM {table} ORDER BY end_ms"):
         yield end, table, rowid, nbytes
+
+
+def _rollup_rows(sid: int, ts: array[int], vals: array[float]) -> Iterator[tuple[int, int, int, int, bytes]]:
+    """``rollups`` rows (series_id, start_ms, end_ms, n, blob) of one series' points: their minute rollups, one row
+    per :data:`ROLLUP_MS` span."""
+    minutes = rollup.summarize(ts, vals)
+    i = 0
+    while i < len(minutes):
+        span = minutes[i].start_ms // ROLLUP_MS
+        j = i + 1
+        while j < len(minutes) and minutes[j].start_ms // ROLLUP_MS == span:
+            j += 1
+        run = minutes[i:j]
+        yield (sid, min(r.first_ts for r in run), max(r.last_ts for r in run), sum(r.count for r in run),
+               rollup.encode(run))
+        i = j
 
 
 def _drop_unused_tscols(conn: sqlite3.Connection) -> None:
@@ -308,6 +339,9 @@ class MetricCache:
         self._floor_ms = MS_MIN
         self._kv: dict[str, object] = {}
         self._conn: sqlite3.Connection | None = None
+        # the roll-up's own connection (opened at its first step): it reads, summarises and writes outside the lock,
+        # and its transactions are isolated from the queries on _conn
+        self._history: sqlite3.Connection | None = None
         self._db_path: str | None = None
         if path is not None:
             self._open_db(os.fspath(path))
@@ -588,6 +622,7 @@ class MetricCache:
             else:
                 mem = {lb: ser for lb, ser in per_name.items() if _matches(lb, want)}
             disk: dict[Labels, tuple[array[int], array[float]]] = {}
+            summaries: list[rollup.Rollup] = []
             floor = self._floor_ms
             # disk: below the floor as always; above it only for evicted series: when no memory series matches and
             # one of this name was evicted with points in the window, or a matching one is back after eviction
@@ -604,6 +639,7 @@ class MetricCache:
                         ids[sid], upper[sid] = lb, top
                 if ids:
                     disk = self._query_disk(ids, s_ms, upper)
+                    summaries = self._query_rollups(ids, s_ms, upper)
             for lb in sorted(mem.keys() | disk.keys()):
                 part = disk.get(lb)
                 if part is not None:
@@ -612,7 +648,7 @@ class MetricCache:
                 ser = mem.get(lb)
                 if ser is not None:
                     ser.window(s_ms, e_ms, max(floor, ser.disk_floor), out_ts, out_vals)
-        return AggregateResult(out_ts, out_vals)
+        return AggregateResult(out_ts, out_vals, summaries)
 
     def _query_disk(self, ids: dict[int, Labels], s_ms: int, upper: dict[int, int]
                     ) -> dict[Labels, tuple[array[int], array[float]]]:
@@ -655,6 +691,35 @@ class MetricCache:
                 self._conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for t, r in bad if t == table])
         except sqlite3.Error as e:
             log.error("metric cache disk query failed path=%s error=%s; answering from memory", self._db_path, e)
+        return out
+
+    def _query_rollups(self, ids: dict[int, Labels], s_ms: int, upper: dict[int, int]) -> list[rollup.Rollup]:
+        """The minute rollups of the given series whose points all lie in ``[s_ms, upper[sid]]``: a long window
+        is answered to the minute, a minute cut by either end of the window is left out. A blob that does not
+        decode is deleted (logged) and costs only its own minutes."""
+        assert self._conn is not None
+        out: list[rollup.Rollup] = []
+        id_list = list(ids)
+        e_max = max(upper.values())
+        bad: list[tuple[int]] = []
+        try:
+            for i in range(0, len(id_list), _IN_BATCH):
+                batch = id_list[i : i + _IN_BATCH]
+                for rowid, sid, blob in self._conn.execute(
+                        f"SELECT rowid, series_id, blob FROM rollups WHERE series_id IN ({','.join('?' * len(batch))})"
+                        " AND end_ms >= ? AND start_ms <= ? ORDER BY start_ms, rowid", (*batch, s_ms, e_max)):
+                    try:
+                        minutes = rollup.decode(blob)
+                    except ValueError as e:
+                        log.error("metric cache rollup unreadable path=%s series_id=%s error=%s; deleted",
+                                  self._db_path, sid, e)
+                        bad.append((rowid,))
+                        continue
+                    top = upper[sid]
+                    out += [r for r in minutes if s_ms <= r.first_ts and r.last_ts <= top]
+            self._conn.executemany("DELETE FROM rollups WHERE rowid = ?", bad)
+        except sqlite3.Error as e:
+            log.error("metric cache disk query failed path=%s error=%s; answering without history", self._db_path, e)
         return out
 
     def series_count(self) -> int:
@@ -814,6 +879,58 @@ class MetricCache:
                 log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
             if self._conn is not None:
                 self._trim_disk(now)
+        if self._conn is not None:
+            self._roll_up(_to_ms(now - self._memory_window) // ROLLUP_MS * ROLLUP_MS)
+
+    def _roll_up(self, horizon: int) -> None:
+        """Replace the raw chunks on disk older than ``horizon`` (beyond the memory window, so no query answers them
+        from memory) by per-minute rollups, one row per series and :data:`ROLLUP_MS` span, a batch of series per
+        transaction. Runs outside the lock on its own connection: summarising is CPU work (~20 µs a minute of a
+        series), and each transaction swaps a series' chunks for their rollups at once, so a query sees one or the
+        other. A chunk that does not decode is deleted (logged) and costs only its own points."""
+        try:
+            conn = self._history_conn()
+            sids = [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM chunks WHERE end_ms < ?", (horizon,))]
+            for i in range(0, len(sids), _ROLLUP_BATCH):
+                batch = sids[i : i + _ROLLUP_BATCH]
+                points: dict[int, tuple[array[int], array[float]]] = {}
+                done: list[tuple[int]] = []
+                for rowid, sid, n, ts_blob, vals_blob in conn.execute(
+                        "SELECT c.rowid, c.series_id, c.n, t.ts, c.vals FROM chunks c JOIN tscols t ON t.id = c.ts_id "
+                        f"WHERE c.series_id IN ({','.join('?' * len(batch))}) AND c.end_ms < ? "
+                        "ORDER BY c.start_ms, c.rowid", (*batch, horizon)):
+                    done.append((rowid,))
+                    try:
+                        ts, vals = decode_ts(ts_blob, n), decode_vals(vals_blob, n)
+                    except ValueError as e:
+                        log.error("metric cache chunk unreadable path=%s series_id=%s error=%s; deleted",
+                                  self._db_path, sid, e)
+                        continue
+                    part = points.setdefault(sid, (array("q"), array("d")))
+                    part[0].extend(ts)
+                    part[1].extend(vals)
+                rows = [row for sid, (ts, vals) in points.items() for row in _rollup_rows(sid, ts, vals)]
+                conn.execute("BEGIN")
+                conn.executemany("INSERT INTO rollups (series_id, start_ms, end_ms, n, blob) VALUES (?, ?, ?, ?, ?)",
+                                 rows)
+                conn.executemany("DELETE FROM chunks WHERE rowid = ?", done)
+                conn.execute("COMMIT")
+            if sids:
+                conn.execute("BEGIN")
+                _drop_unused_tscols(conn)
+                conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if self._history is not None and self._history.in_transaction:
+                self._history.execute("ROLLBACK")
+            log.error("metric cache roll-up failed path=%s error=%s; will retry", self._db_path, e)
+
+    def _history_conn(self) -> sqlite3.Connection:
+        if self._history is None:
+            assert self._db_path is not None
+            self._history = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False,
+                                            timeout=5.0)
+            self._history.execute("PRAGMA synchronous=NORMAL")
+        return self._history
 
     def _evict_locked(self) -> None:
         """Evict idle series, oldest last sample first, until memory holds at most ``max_series`` (see the module
@@ -882,7 +999,8 @@ class MetricCache:
                             self._max_bytes)
             return
         if self._baseline is None:
-            if self._held > 0:
+            # from when roll-ups have begun: before, every second of history is raw and grows the file faster
+            if self._held > self._memory_window + ROLLUP_MS / 1000:
                 self._baseline = (self._held, size)
             return
         held0, size0 = self._baseline
@@ -903,13 +1021,16 @@ class MetricCache:
         return int(pages) * int(page_size)
 
     def _enforce_max_bytes(self) -> bool:
-        """Delete oldest chunks until page_count*page_size <= max_bytes; whether it had to.
+        """Delete the oldest history until page_count*page_size <= max_bytes; whether it had to.
 
-        Each round deletes roughly the excess (estimated from blob sizes) down
-        to 90% of the budget, so we don't run this on every trim once at the
-        limit; freed pages go back via ``incremental_vacuum``.  Partially
-        emptied b-tree pages are not freed, so it loops; every round deletes at
-        least one chunk, so it terminates.
+        Each round finds the time before which the rows hold roughly the excess
+        (estimated from blob sizes) down to 90% of the budget, rounds it up to a
+        minute and deletes every row that ends before, in every series: rows of
+        one span end in the same minute, so the history then starts at one time
+        for all series and "the cache holds N hours" is true of each. Freed pages go back
+        via ``incremental_vacuum``; partially emptied b-tree pages are not
+        freed, so it loops; every round deletes at least one row, so it
+        terminates.
         """
         conn = self._conn
         assert conn is not None
@@ -921,20 +1042,19 @@ class MetricCache:
         target = int(self._max_bytes * 0.9)
         while size > self._max_bytes:
             excess = size - target
-            candidates = heapq.merge(*(_oldest_rows(conn, table) for table in _POINT_TABLES))
-            victims: dict[str, list[tuple[int]]] = {t: [] for t in _POINT_TABLES}
+            cut = None
             freed = 0
-            for _end, table, rowid, nbytes in candidates:
-                victims[table].append((rowid,))
+            for end, _table, _rowid, nbytes in heapq.merge(*(_oldest_rows(conn, table) for table in _POINT_TABLES)):
                 freed += nbytes
                 if freed >= excess:
+                    cut = (end // rollup.STEP_MS + 1) * rollup.STEP_MS
                     break
-            if not freed:
+                cut = end + 1
+            if cut is None:
                 break  # only schema left; nothing more we can do
             conn.execute("BEGIN")
-            for table, rows in victims.items():
-                conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", rows)
-                deleted += len(rows)
+            for table in _POINT_TABLES:
+                deleted += conn.execute(f"DELETE FROM {table} WHERE end_ms < ?", (cut,)).rowcount
             _drop_unused_tscols(conn)
             conn.execute("COMMIT")
             _incremental_vacuum(conn)
@@ -942,7 +1062,7 @@ class MetricCache:
         # info, not warning: once the file is full this is the steady state
         # (roughly every 10% of max_bytes of new data), not an anomaly.
         log.info(
-            "metric cache over max_bytes path=%s size_before=%d size_after=%d max_bytes=%d deleted_chunks=%d",
+            "metric cache over max_bytes path=%s size_before=%d size_after=%d max_bytes=%d deleted_rows=%d",
             self._db_path, before, size, self._max_bytes, deleted,
         )
         return True
@@ -957,7 +1077,8 @@ class MetricCache:
         assert conn is not None
         orphans = [r[0] for r in conn.execute(
             "SELECT id FROM series WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.series_id = series.id) "
-            "AND NOT EXISTS (SELECT 1 FROM head WHERE head.series_id = series.id)")]
+            "AND NOT EXISTS (SELECT 1 FROM head WHERE head.series_id = series.id) "
+            "AND NOT EXISTS (SELECT 1 FROM rollups WHERE rollups.series_id = series.id)")]
         if not orphans:
             return
         live = {s.sid for s in self._series.values() if s.sid is not None}
@@ -982,6 +1103,9 @@ class MetricCache:
                     log.error("metric cache checkpoint at close failed path=%s error=%s", self._db_path, e)
                 self._conn.close()
                 self._conn = None
+            if self._history is not None:
+                self._history.close()
+                self._history = None
             # Disk is gone: memory must now answer for everything it still holds.
             self._floor_ms = MS_MIN
 

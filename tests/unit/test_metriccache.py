@@ -16,6 +16,8 @@ import pytest
 
 from koordlet.metriccache import (
     AGGREGATION_KINDS,
+    RELATIVE_ACCURACY,
+    ROLLUP_MS,
     AggregateResult,
     EmptyError,
     MetricCache,
@@ -207,7 +209,21 @@ def test_directory_created_private_and_flush_writes_one_chunk_per_series(tmp_pat
     cache.close()
 
 
+def assert_summarises(res: AggregateResult, points: list[tuple[int, float]]) -> None:
+    """``res`` answers as ``points`` would: count, avg and last exactly, percentiles within the rollups' relative
+    accuracy (raw points and per-minute rollups together)."""
+    vals = [v for _, v in points]
+    assert res.count() == len(vals)
+    assert res.value("avg") == pytest.approx(sum(vals) / len(vals), rel=1e-12)
+    assert res.value("last") == max(points, key=lambda p: p[0])[1]
+    for kind in ("p50", "p90", "p95", "p99"):
+        assert res.value(kind) == pytest.approx(AggregateResult(values=vals, timestamps_ms=range(len(vals))).value(
+            kind), rel=RELATIVE_ACCURACY)
+
+
 def test_restart_keeps_data_from_disk_and_memory(tmp_path) -> None:
+    """An hour of points with a 10-minute memory window: the last 10 minutes in memory, raw chunks on disk for up
+    to one roll-up span beyond, per-minute rollups older than that; a restart answers every window the same."""
     d = str(tmp_path)
     clock = FakeClock(T0)
     cache = MetricCache(d, memory_window=600, clock=clock)
@@ -222,11 +238,14 @@ def test_restart_keeps_data_from_disk_and_memory(tmp_path) -> None:
             cache.flush()
             cache.trim()
 
-    def window(lo: int, hi: int) -> list[float]:
-        return [v for off, v in expected if lo <= off <= hi]
+    def window(lo: int, hi: int) -> list[tuple[int, float]]:
+        return [(off, v) for off, v in expected if lo <= off <= hi]
 
-    before_full = cache.query("cpu", None, T0, T0 + 3600).values()
-    assert before_full == window(0, 3600)  # disk part then memory part, in time order
+    raw_from = (int(T0 + 3600 - 600) * 1000 // ROLLUP_MS * ROLLUP_MS) / 1000 - T0   # older: rolled up
+    assert 0 < raw_from <= 3000
+    before_full = cache.query("cpu", None, T0, T0 + 3600)
+    assert_summarises(before_full, window(0, 3600))
+    assert before_full.values() == [v for _, v in window(int(raw_from), 3600)]   # raw part: disk then memory
     cache.close()
     cache.close()  # idempotent
 
@@ -234,12 +253,16 @@ def test_restart_keeps_data_from_disk_and_memory(tmp_path) -> None:
     cache = MetricCache(d, memory_window=600, clock=clock)
     # Memory holds only the last 600 s, so anything older must come from disk.
     assert min(cache._series[("cpu", labels(pod="a"))].points()[0]) >= (clock.now - 600) * 1000
-    assert cache.query("cpu", None, T0, T0 + 3600).values() == before_full
-    assert cache.query("cpu", None, T0, T0 + 1000).values() == window(0, 1000)  # disk only
-    spanning = cache.query("cpu", None, T0 + 2500, T0 + 3400)  # disk + memory
-    assert spanning.values() == window(2500, 3400)
-    assert spanning.count() == 91
-    assert cache.query("cpu", None, T0 + 3300, INF).values() == window(3300, 3600)  # memory only
+    full = cache.query("cpu", None, T0, T0 + 3600)
+    assert_summarises(full, window(0, 3600))
+    assert full.values() == before_full.values()
+    # rollups only, a window that ends with a minute (T0 is 20 s into one): to the point
+    assert_summarises(cache.query("cpu", None, T0, T0 + 1179.999), window(0, 1170))
+    # a minute cut by the window's end is left out
+    assert_summarises(cache.query("cpu", None, T0, T0 + 1199.999), window(0, 1170))
+    spanning = cache.query("cpu", None, T0 + raw_from, T0 + 3400)  # raw disk + memory
+    assert spanning.values() == [v for _, v in window(int(raw_from), 3400)]
+    assert cache.query("cpu", None, T0 + 3300, INF).values() == [v for _, v in window(3300, 3600)]  # memory only
     assert cache.series("cpu") == [{"pod": "a"}]
     cache.close()
 
@@ -284,7 +307,8 @@ def test_late_straggler_below_memory_floor_is_counted_once(tmp_path) -> None:
 def test_memory_window_trim_moves_points_to_disk_only(tmp_path) -> None:
     clock = FakeClock(T0)
     cache = MetricCache(str(tmp_path), memory_window=600, clock=clock)
-    cache.append(samples("cpu", {"pod": "a"}, [(T0 + i * 10, float(i)) for i in range(121)]))  # 0..1200 s
+    points = [(i * 10, float(i)) for i in range(121)]                # 0..1200 s
+    cache.append(samples("cpu", {"pod": "a"}, [(T0 + off, v) for off, v in points]))
     cache.append(samples("cpu", {"pod": "old"}, [(T0, 7.0)]))
     clock.now = T0 + 1200
     cache.trim()
@@ -292,9 +316,9 @@ def test_memory_window_trim_moves_points_to_disk_only(tmp_path) -> None:
     assert len(mem_ts) == 61  # 600..1200 s inclusive
     assert mem_ts[0] == (T0 + 600) * 1000
     assert cache.series("cpu") == [{"pod": "a"}]  # the emptied series is dropped from memory
-    res = cache.query("cpu", {"pod": "a"}, T0, T0 + 1200)
-    assert res.values() == [float(i) for i in range(121)]
-    assert cache.query("cpu", {"pod": "old"}, T0, T0 + 1200).values() == [7.0]  # from disk
+    assert_summarises(cache.query("cpu", {"pod": "a"}, T0, T0 + 1200), points)   # memory, raw disk and rollups
+    old = cache.query("cpu", {"pod": "old"}, T0, T0 + 1200)                     # from disk
+    assert (old.count(), old.value("last")) == (1, 7.0)
     cache.close()
 
 
