@@ -25,6 +25,7 @@ millicores mean at 200 containers, agent/floor ≤ 2.0, minute-30 CPU within 10 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,6 +175,44 @@ def build_node(tree, pods: list[dict[str, Any]]) -> None:
             tree.procs.append(proc)
 
 
+@contextlib.contextmanager
+def soak_node(n_pods: int, addr: str = "127.0.0.1:19317") -> Iterator[tuple[str, list[str]]]:
+    """A node of ``n_pods`` pods in a fresh work directory, removed afterwards with its cgroups and processes;
+    yields the work directory and the standalone agent's arguments on it (state, caches and reports in the work
+    directory, collection and reconcile every second, metrics on ``addr``)."""
+    from doubles.realcgroup import RealCgroupTree
+    work = tempfile.mkdtemp(prefix="koordlet-soakbench-")
+    link_root = os.path.join(work, "cgroup")
+    os.mkdir(link_root)
+    tree = RealCgroupTree(link_root)
+    try:
+        pods = pod_objects(n_pods)
+        build_node(tree, pods)
+        pods_file = os.path.join(work, "pods.json")
+        with open(pods_file, "w") as f:
+            json.dump(pods, f)
+        yield work, ["run", "--standalone", "--node-name", "bench", "--cgroup-root-dir", link_root,
+                     "--cgroup-driver", "cgroupfs", "--pods-file", pods_file, "--addr", addr,
+                     "--tsdb-path", os.path.join(work, "cache"), "--collect-res-used-interval", "1s",
+                     "--reconcile-interval-seconds", "1", "--var-run-root-dir", os.path.join(work, "run"),
+                     "--prediction-checkpoint-filepath", os.path.join(work, "checkpoints"),
+                     "--report-dir", os.path.join(work, "reports"), "--log-level", "warning"]
+    finally:
+        tree.cleanup()
+        subprocess.run(["rm", "-rf", work], check=False)
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL after 15 s, unless it has already exited."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 # ---- measuring --------------------------------------------------------------------------------------------------
 
 def proc_sample(pid: int) -> dict[str, float]:
@@ -208,61 +248,39 @@ def millicores(series: list[dict[str, float]], key: str, t_from: float, t_to: fl
 
 
 def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
-    from doubles.realcgroup import RealCgroupTree
-    work = tempfile.mkdtemp(prefix="koordlet-soakbench-")
-    link_root = os.path.join(work, "cgroup")
-    os.mkdir(link_root)
-    tree = RealCgroupTree(link_root)
     agent = floor = None
-    try:
-        pods = pod_objects(n_pods)
-        build_node(tree, pods)
-        pods_file = os.path.join(work, "pods.json")
-        with open(pods_file, "w") as f:
-            json.dump(pods, f)
-        recording = os.path.join(work, "reads.jsonl")
-        cache = os.path.join(work, "cache")
-        agent_args = ["run", "--standalone", "--node-name", "bench", "--cgroup-root-dir", link_root,
-                      "--cgroup-driver", "cgroupfs", "--pods-file", pods_file, "--addr", "127.0.0.1:19317",
-                      "--tsdb-path", cache, "--collect-res-used-interval", "1s",
-                      "--reconcile-interval-seconds", "1", "--var-run-root-dir", os.path.join(work, "run"),
-                      "--prediction-checkpoint-filepath", os.path.join(work, "checkpoints"),
-                      "--report-dir", os.path.join(work, "reports"), "--log-level", "warning", *args.agent_args]
-        prefixes = ["/proc/", "/sys/", link_root + "/"]
-        cmd = [sys.executable, os.path.abspath(__file__), "--agent-recorded", recording, str(args.warmup),
-               str(args.record), json.dumps(prefixes), "--", *agent_args]
-        agent = subprocess.Popen(cmd, env=dict(os.environ, STATE_DIRECTORY=work), cwd=work)
-        t0 = time.monotonic()
-        series: list[dict[str, float]] = []
-        floor_pid = None
-        while True:
-            now = time.monotonic() - t0
-            if agent.poll() is not None:
-                raise RuntimeError(f"the agent exited with {agent.returncode} at {now:.0f} s")
-            if floor is None and os.path.exists(recording):
-                floor = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--floor", recording])
-                floor_pid = floor.pid
-            s = {"t": now, **proc_sample(agent.pid), "cache_bytes": dir_bytes(cache)}
-            if floor_pid is not None:
-                s["floor_cpu"] = proc_sample(floor_pid)["cpu"]
-            series.append(s)
-            if now >= args.seconds:
-                break
-            time.sleep(max(0.0, args.sample - (time.monotonic() - t0 - now)))
-        recorded = recording_counts(recording, args.record)
-        if args.keep_recording:
-            shutil.copy(recording, f"{args.keep_recording}.{n_pods}.jsonl")
-    finally:
-        for p in (agent, floor):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        tree.cleanup()
-        subprocess.run(["rm", "-rf", work], check=False)
+    with soak_node(n_pods) as (work, agent_args):
+        try:
+            recording = os.path.join(work, "reads.jsonl")
+            cache = os.path.join(work, "cache")
+            link_root = agent_args[agent_args.index("--cgroup-root-dir") + 1]
+            prefixes = ["/proc/", "/sys/", link_root + "/"]
+            cmd = [sys.executable, os.path.abspath(__file__), "--agent-recorded", recording, str(args.warmup),
+                   str(args.record), json.dumps(prefixes), "--", *agent_args, *args.agent_args]
+            agent = subprocess.Popen(cmd, env=dict(os.environ, STATE_DIRECTORY=work), cwd=work)
+            t0 = time.monotonic()
+            series: list[dict[str, float]] = []
+            floor_pid = None
+            while True:
+                now = time.monotonic() - t0
+                if agent.poll() is not None:
+                    raise RuntimeError(f"the agent exited with {agent.returncode} at {now:.0f} s")
+                if floor is None and os.path.exists(recording):
+                    floor = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--floor", recording])
+                    floor_pid = floor.pid
+                s = {"t": now, **proc_sample(agent.pid), "cache_bytes": dir_bytes(cache)}
+                if floor_pid is not None:
+                    s["floor_cpu"] = proc_sample(floor_pid)["cpu"]
+                series.append(s)
+                if now >= args.seconds:
+                    break
+                time.sleep(max(0.0, args.sample - (time.monotonic() - t0 - now)))
+            recorded = recording_counts(recording, args.record)
+            if args.keep_recording:
+                shutil.copy(recording, f"{args.keep_recording}.{n_pods}.jsonl")
+        finally:
+            stop(agent)
+            stop(floor)
     with_floor = [s for s in series if "floor_cpu" in s]
     if len(with_floor) < 3:
         raise RuntimeError("the run ended before the floor had two intervals: raise --seconds")
