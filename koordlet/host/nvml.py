@@ -12,7 +12,10 @@ NVML can no longer open ("fallen off the bus"), its minor and UUID from the driv
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from koordlet.host.paths import HostPaths
 
 log = logging.getLogger(__name__)
 
+LIBRARY = "libnvidia-ml.so.1"       # what pynvml loads on Linux
 # XIDs that are the application's fault, not the GPU's (upstream list, after NVIDIA's XID catalogue).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 XID_WAIT_MS = 1000          # upstream waits 5 s; 1 s keeps shutdown inside the agent's 2 s budget
@@ -136,7 +140,17 @@ class Nvml:
 
     @classmethod
     def open(cls, paths: HostPaths) -> Nvml:
-        """Initialise NVML; NvmlUnavailable (with the reason) when this host has no usable NVIDIA driver."""
+        """Initialise NVML; NvmlUnavailable (with the reason) when this host has no usable NVIDIA driver.
+
+        Unless ``pynvml`` is already loaded, the driver's library is loaded first, as ``pynvml`` would load it: on a
+        host without it the answer is the same, and the module (about 2.5 MiB in memory) is never imported."""
+        if "pynvml" not in sys.modules:
+            if importlib.util.find_spec("pynvml") is None:
+                raise NvmlUnavailable("nvidia-ml-py (pynvml) is not installed")
+            try:
+                ctypes.CDLL(LIBRARY)
+            except OSError:
+                raise NvmlUnavailable(f"{LIBRARY} not found (no NVIDIA driver on this host)") from None
         try:
             import pynvml
         except ImportError:
@@ -145,7 +159,7 @@ class Nvml:
             pynvml.nvmlInit()
         except pynvml.NVMLError as e:
             if getattr(e, "value", None) == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
-                raise NvmlUnavailable("libnvidia-ml.so.1 not found (no NVIDIA driver on this host)") from None
+                raise NvmlUnavailable(f"{LIBRARY} not found (no NVIDIA driver on this host)") from None
             raise NvmlUnavailable(f"nvmlInit failed: {e}") from None
         except OSError as e:       # a broken library install
             raise NvmlUnavailable(f"nvmlInit failed: {e}") from None

@@ -300,6 +300,16 @@ def test_no_nvml(tmp_path, monkeypatch, make, message):
     assert lib.initialised == 0
 
 
+def test_no_driver_library_leaves_pynvml_unimported(tmp_path, monkeypatch):
+    """A host whose dynamic loader finds no NVML library gets the same answer as from pynvml, without the module
+    ever being imported (it is large, and such a host never uses it)."""
+    monkeypatch.delitem(sys.modules, "pynvml")
+    monkeypatch.setattr("koordlet.host.nvml.LIBRARY", "libnvidia-ml-absent-for-test.so.1")
+    with pytest.raises(NvmlUnavailable, match="^libnvidia-ml-absent-for-test.so.1 not found"):
+        Nvml.open(fake_paths(tmp_path))
+    assert "pynvml" not in sys.modules
+
+
 def test_gpu_lost_before_start(tmp_path, monkeypatch):
     paths = fake_paths(tmp_path)
     lib = install(monkeypatch, paths, fakenvml.h100_sxm8)
