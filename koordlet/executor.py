@@ -306,6 +306,9 @@ class Executor:
     total: Result = field(default_factory=Result)
     _live_pods: frozenset[str] | None = field(default=None, init=False)   # the set the last prune saw
     _swept: float | None = field(default=None, init=False)                # when prune last expired entries
+    # absolute pod dir -> the (relative, absolute) pair every cache entry below that pod shares: one per pod, not
+    # two strings per file; rebuilt from the entries left whenever prune sees the live pods change
+    _pods: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._events = deque(maxlen=self.audit_size)
@@ -493,6 +496,7 @@ class Executor:
                 for k in dead:
                     del self._cache[k]
                 dropped += len(dead)
+                self._pods = {c.pod[1]: c.pod for c in self._cache.values() if c.pod is not None}
         if dropped:
             log.debug("executor cache pruned entries=%d left=%d", dropped, len(self._cache))
         return dropped
@@ -636,7 +640,10 @@ class Executor:
         if old is not None:                  # the common case (a refresh): no path parsing
             old.value, old.at = value, self.clock()
         else:
-            self._cache[key] = _Cached(value, self.clock(), _pod_of(self.cgroups.layout, u.path))
+            pod = _pod_of(self.cgroups.layout, u.path)
+            if pod is not None:
+                pod = self._pods.setdefault(pod[1], pod)
+            self._cache[key] = _Cached(value, self.clock(), pod)
 
     def _timed(self, path: str, ok: bool, started: float) -> None:
         if self.metrics is not None:

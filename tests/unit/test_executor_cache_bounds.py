@@ -44,6 +44,9 @@ def test_cache_stays_bounded_by_live_pods_through_2000_pods_of_churn(host):
         rec.run_once(view(live))
         sizes.append(ex.cache_size())
     assert max(sizes) == steady      # before: +120 entries a cycle (12,000 after 2,000 pods), none alive
+    # one (relative, absolute) pod dir pair per pod and hierarchy, shared by its entries, gone with them
+    pairs = [c.pod for c in ex._cache.values() if c.pod is not None]
+    assert set(ex._pods) == {p[1] for p in pairs} and all(ex._pods[p[1]] is p for p in pairs)
     # a steady cycle over the live pods still costs no write and no cache miss
     written = ex.total.written
     r = PodResources()
