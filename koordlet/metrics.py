@@ -98,6 +98,7 @@ class Family:
     source: str                      # the upstream file, under SOURCE
     help: str
     buckets: tuple[float, ...] = ()  # histograms only
+    table: bool = False              # a gauge only ever set whole: kept as a TableGauge
 
     @property
     def upstream_file(self) -> str:
@@ -105,8 +106,8 @@ class Family:
 
 
 def _f(name: str, kind: Kind, labels: Sequence[str], registry: Registry, source: str, text: str,
-       buckets: tuple[float, ...] = ()) -> Family:
-    return Family("koordlet_" + name, kind, tuple(labels), registry, source, text, buckets)
+       buckets: tuple[float, ...] = (), table: bool = False) -> Family:
+    return Family("koordlet_" + name, kind, tuple(labels), registry, source, text, buckets, table)
 
 
 _RESOURCE_SUMMARY = (NODE, RESOURCE, UNIT, POD_UID, POD_NAME, POD_NS, CONTAINER_ID, CONTAINER_NAME)
@@ -205,9 +206,9 @@ UPSTREAM_FAMILIES: tuple[Family, ...] = (
     _f("node_resource_priority_reclaimable_status", "gauge", [NODE, PRIORITY], "external",
        "resource_summary.go", "0 when the reclaimable prediction of the priority succeeded, 1 when it failed"),
     _f("container_resource_requests", "gauge", _RESOURCE_SUMMARY, "external", "resource_summary.go",
-       "Batch and mid requests of the container"),
+       "Batch and mid requests of the container", table=True),
     _f("container_resource_limits", "gauge", _RESOURCE_SUMMARY, "external", "resource_summary.go",
-       "Batch and mid limits of the container"),
+       "Batch and mid limits of the container", table=True),
     # runtime_hook.go (internal)
     _f("runtime_hook_invoked_duration_milliseconds", "histogram", [NODE, "hook", "stage", STATUS], "internal",
        "runtime_hook.go", "Time to run the runtime hooks of an NRI event, by hook, stage and status",
@@ -309,7 +310,33 @@ class ResourceRow(NamedTuple):
     limit: int
 
 
-Vector = Gauge | Counter | Histogram
+class TableGauge:
+    """A gauge family only ever set whole (:meth:`replace`), kept as one dict of label values -> value and turned
+    into samples when collected. prometheus_client keeps a child ``Gauge`` per series (its own lock, value holder
+    and label dict: about 700 bytes), which for families of every container, rewritten at every pod sync, was most
+    of the agent's per-container metric state. Scrapes and ``get_sample_value`` see an ordinary gauge; a scrape
+    sees the last whole set, never part of one."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self._values: Mapping[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def replace(self, values: Mapping[tuple[str, ...], float]) -> None:
+        """Make ``values`` (label values in ``labelnames`` order -> value) the family's whole set of series."""
+        self._values = {labels: float(value) for labels, value in values.items()}
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in self._values.items():
+            family.add_metric(labels, value)
+        return (family,)
+
+
+Vector = Gauge | Counter | Histogram | TableGauge
 
 
 class _ThreadsCollector:
@@ -426,8 +453,8 @@ class AgentMetrics:
         self.node_priority_resource_reclaimable = self._gauge("koordlet_node_priority_resource_reclaimable")
         self.node_resource_priority_reclaimable_status = self._gauge(
             "koordlet_node_resource_priority_reclaimable_status")                    # reporters/nodemetric
-        self.container_resource_requests = self._gauge("koordlet_container_resource_requests")   # pod sync
-        self.container_resource_limits = self._gauge("koordlet_container_resource_limits")
+        self.container_resource_requests = self._table("koordlet_container_resource_requests")   # pod sync
+        self.container_resource_limits = self._table("koordlet_container_resource_limits")
         self.runtime_hook_invoked_duration_milliseconds = self._histogram(
             "koordlet_runtime_hook_invoked_duration_milliseconds")                    # nri_plugin/plugin
         self.runtime_hook_reconciler_invoked_duration_milliseconds = self._histogram(
@@ -571,6 +598,11 @@ class AgentMetrics:
         assert isinstance(vector, Histogram), name
         return vector
 
+    def _table(self, name: str) -> TableGauge:
+        vector = self._vectors[name]
+        assert isinstance(vector, TableGauge), name
+        return vector
+
     def pages(self) -> dict[str, CollectorRegistry]:
         """What the HTTP server serves, as upstream's koordlet: both registries, and each on its own."""
         return {DEFAULT_PATH: self.registry, INTERNAL_PATH: self.internal, EXTERNAL_PATH: self.external}
@@ -694,8 +726,8 @@ class AgentMetrics:
                 requests[(self.node, row.resource, UNIT_INTEGER, *where)] = row.request
             if row.limit:
                 limits[(self.node, row.resource, UNIT_BYTE, *where)] = row.limit
-        _replace(self.container_resource_requests, requests)
-        _replace(self.container_resource_limits, limits)
+        self.container_resource_requests.replace(requests)
+        self.container_resource_limits.replace(limits)
         live = frozenset(uids)
         with self._lock:
             gone, self._live_pods = self._live_pods - live, live
@@ -737,6 +769,7 @@ class AgentMetrics:
                 del self._touched[key]
         for name, labels in old:
             vector = self._vectors[name]
+            assert not isinstance(vector, TableGauge), name      # only series set one by one expire
             try:
                 vector.remove(*labels)
             except KeyError:
@@ -745,6 +778,8 @@ class AgentMetrics:
 
 
 def _vector(family: Family, registry: CollectorRegistry) -> Vector:
+    if family.table:
+        return TableGauge(family.name, family.help, family.labels, registry)
     if family.type == "gauge":
         return Gauge(family.name, family.help, family.labels, registry=registry)
     if family.type == "counter":
