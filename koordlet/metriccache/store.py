@@ -1,9 +1,9 @@
 """The koordlet metric cache: a small local time-series store.
 
-Collectors append ~600 samples every second (200 containers x a few metrics)
-and reporters query windows of up to 30 minutes and aggregate them; a few
-consumers (resource estimation) want hours.  Two tiers make that fit inside the
-agent's 120 MiB RSS budget:
+Collectors append ~3,000 samples every second (500 containers x a few
+metrics) and reporters query windows of up to 30 minutes and aggregate them; a
+few consumers want hours.  Two tiers make that fit in a few MiB of memory and
+the 100 MiB disk cap:
 
 * **Memory** holds only the last ``memory_window`` seconds (default 30 min, the
   widest window the reporters ask for), each series as a raw *head* of its
@@ -19,6 +19,12 @@ agent's 120 MiB RSS budget:
   in one transaction, the chunks sealed since the last one (the same blobs as
   memory; a shared timestamp column stored once, in ``tscols``) and the heads'
   new points (``head`` rows, replaced by the chunk once their block is sealed).
+  Raw chunks older than the memory window are rolled up by :meth:`trim` into
+  per-minute summaries (:mod:`koordlet.metriccache.rollup`, ``rollups`` rows):
+  12 h of 1 s raw points would not fit the cap on a large node, and nothing
+  asks an hours-long window for more than an aggregate, which the rollups give
+  (count, avg and last exactly, percentiles within 1 %).  A long window takes
+  the whole minutes it holds.
 
 Queries are transparent across the tiers.  The cache keeps a global
 *memory floor* (the last trim/open cutoff, in ms) with the invariant:
@@ -28,13 +34,14 @@ Queries are transparent across the tiers.  The cache keeps a global
 
 So a query takes from disk only points with ``ts < floor`` and from memory the
 points with ``ts >= floor`` plus those not yet flushed; each point is returned
-exactly once even with out-of-order (late) samples.
+exactly once even with out-of-order (late) samples.  On disk a point is in
+exactly one of ``head``, ``chunks`` and ``rollups``: every move between them
+is one transaction.
 
 **Bounded memory under pod churn.** By the rules above a deleted pod's series
 stayed in memory for the whole window, and every series ever written kept a
 ``(name, labels) -> id`` entry in memory for as long as sqlite held it (up to
-12 h); under steady churn (12,400 pods in 5 minutes) RSS went from 38 to
-118 MB and kept climbing.  Now:
+12 h).  So:
 
 * memory holds at most ``max_series`` series (default 10,000: about 10 MB of
   short dead series, or all the live series of a large node).  When a flush or
