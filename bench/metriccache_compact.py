@@ -14,6 +14,9 @@ tracemalloc sees allocated by the metric cache's modules, as a check on that fig
 sample): an append batch, the flush that seals blocks, and the reporter's query: each pod's CPU and memory over
 the last 300 s and the node's over 1800 s, aggregated as NodeMetric does (avg and p95).
 
+With ``--disk`` it also reports the sqlite file's size and the history it holds: ``--disk --minutes 720`` is 12 h
+(the default retention) against the default 100 MiB cap.
+
 ``python bench/metriccache_compact.py --pods 250`` runs both profiles. The same script at an older commit gives the
 "before" figures (its cache reports no ``memory_usage``: then the buffers are counted from tracemalloc only).
 """
@@ -24,6 +27,7 @@ import argparse
 import gc
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -60,7 +64,7 @@ def values(profile: str, rng: random.Random, kind: str, state: dict[str, float],
     return v
 
 
-def run(profile: str, pods: int, minutes: int, disk: bool, trace: bool) -> dict[str, float]:
+def run(profile: str, pods: int, minutes: int, disk: bool, trace: bool) -> dict[str, float | str]:
     rng = random.Random(1)
     clock = Clock()
     tmp = tempfile.mkdtemp(prefix="mc-bench-") if disk else None
@@ -94,7 +98,7 @@ def run(profile: str, pods: int, minutes: int, disk: bool, trace: bool) -> dict[
             got += res.count()
     query_s.append((time.perf_counter() - t) / max(got, 1))
     gc.collect()
-    out: dict[str, float] = {"series": len(series)}
+    out: dict[str, float | str] = {"series": len(series)}
     if hasattr(cache, "memory_usage"):
         held, nbytes = cache.memory_usage()
         out.update(samples_held=held, buffer_bytes=nbytes, bytes_per_sample=nbytes / max(held, 1))
@@ -107,14 +111,22 @@ def run(profile: str, pods: int, minutes: int, disk: bool, trace: bool) -> dict[
     out.update(append_us=1e6 * min(append_s), append_median_us=1e6 * sorted(append_s)[len(append_s) // 2],
                flush_ms_max=1e3 * max(flush_s), flush_ms_median=1e3 * sorted(flush_s)[len(flush_s) // 2],
                query_us_per_point=1e6 * query_s[0])
+    if tmp is not None:
+        held, holds = cache.history()
+        db = os.path.join(tmp, "metrics.db")
+        size = os.path.getsize(db) + (os.path.getsize(db + "-wal") if os.path.exists(db + "-wal") else 0)
+        out.update(disk_mib=size / 2**20, history_h=held / 3600, holds_h=(holds or 0) / 3600,
+                   disk_mib_per_hour=size / 2**20 / max(held / 3600, 1e-9))
     cache.close()
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, default=250)
-    ap.add_argument("--minutes", type=int, default=30)
+    ap.add_argument("--minutes", type=int, default=30, help="simulated minutes (720 with --disk: 12 h on disk)")
     ap.add_argument("--profiles", default="idle,busy")
     ap.add_argument("--disk", action="store_true", help="with a sqlite file (flushes write it)")
     ap.add_argument("--tracemalloc", action="store_true", help="also count the bytes tracemalloc sees allocated")

@@ -6,13 +6,15 @@ millisecond timestamp and a float64). Both columns compress well once they are c
 * **Timestamps** are sampled every second with a few milliseconds of jitter: their delta-of-delta is small, and
   zigzag-encoded (sign in the lowest bit) it leaves seven of eight bytes zero. Series sampled in the same ticks have
   the same column, and the cache shares one encoded blob between them.
-* **Values** are XORed with the previous value (the float64 bit patterns, as Gorilla does): a constant series
-  becomes zeros, a slowly changing one keeps its sign, exponent and top mantissa bytes zero.
+* **Values** of one series repeat themselves: the same value (an idle container's CPU, a limit), the same high bytes
+  (memory in pages), a few decimals (PSI in hundredths). A constant column is stored as its one value; a decimal
+  column as its integers (``m / 10**k``), when that is smaller; any other as its float64 bytes.
 
-Both are then byte-shuffled (all first bytes, then all second bytes, ...) so the zero bytes of a column lie together,
-and deflated (raw deflate, no zlib header or checksum: a chunk is ~100 points and the header would be a tenth of it).
+Both are byte-shuffled (all first bytes, then all second bytes, ...) so the bytes that repeat lie together, and
+deflated (raw deflate, no zlib header or checksum: a chunk is ~100 points and the header would be a tenth of it).
 Everything is done by C loops of the standard library (``map`` over ``operator``, slicing, zlib); no Python loop
-per point. Measured figures are in bench/RESULTS.md (``metriccache_compact``).
+per point. Values are not delta- or XOR-coded: undoing that costs every query ~10 µs a chunk, and the shuffle gets
+nearly the same size. Measured figures are in bench/RESULTS.md (``metriccache_compact``).
 
 A blob is self-describing through its first byte (the format); ``n`` (the point count) is kept beside it by the
 caller. Decoding checks every length against ``n`` and never allocates more than ``8 * n`` bytes per column, so a
@@ -33,13 +35,13 @@ __all__ = ["MAX_POINTS", "decode_ts", "decode_vals", "encode_ts", "encode_vals",
 #: The most points one chunk may hold (a decoding bound, far above a block's ~120 points).
 MAX_POINTS = 1 << 20
 
-_SHUFFLED = 0        # format byte: zigzag delta-of-delta (timestamps) or XOR (values), shuffled, raw deflate
+_SHUFFLED = 0        # format byte: zigzag delta-of-delta (timestamps) or float64 (values), shuffled, raw deflate
 _PLAIN = 1           # format byte: little-endian int64 timestamps as they are, raw deflate (deltas overflow int64)
-_DECIMAL = 2         # format byte: values as integers m / 10^k, then k, zigzag deltas of m, shuffled, raw deflate
+_DECIMAL = 2         # format byte: values as integers m / 10^k, then k, the int64 m, shuffled, raw deflate
 _RAW = 3             # format byte: little-endian int64 or float64 as they are (a head row: written often, kept briefly)
 _CONST = 4           # format byte: one float64, the value of every point (an idle container's CPU, a limit)
 _SCALES = tuple(10.0 ** k for k in range(10))
-_LIMIT = 1 << 62     # magnitude bound of a zigzagged integer (delta, delta-of-delta, decimal)
+_LIMIT = 1 << 62     # magnitude bound of a zigzagged delta-of-delta and of a decimal's integer
 _BIG_ENDIAN = sys.byteorder == "big"
 _LEVEL = 6
 
@@ -134,21 +136,27 @@ def decode_ts(blob: bytes, n: int) -> array[int]:
 
 
 def encode_vals(vals: array[float]) -> bytes:
-    """The value column (float64): as decimals when every value is an integer number of 10^-k (k <= 9) and the
-    division gives back the very same float (memory in bytes, PSI averages in hundredths, counts), else each bit
-    pattern XORed with the previous one."""
+    """The value column (float64): one value when all are the same; else the float64 bytes byte-shuffled, or, when
+    every value is an integer number of 10^-k (k <= 9) and the division gives back the very same float (memory in
+    bytes, PSI averages in hundredths), those integers byte-shuffled, whichever deflates smaller.
+
+    No delta or XOR between neighbours: undoing one is a Python-level pass over the column (~10 µs a chunk, what
+    every query of a chunk would pay), while the shuffle alone already lines up the bytes that repeat."""
     if not vals:
         return bytes((_SHUFFLED,))
     first = vals[:1]
     if vals.tobytes() == first.tobytes() * len(vals):
         return bytes((_CONST,)) + raw(first)[1:]
+    words = array("Q")
+    words.frombytes(vals.tobytes())
+    best = bytes((_SHUFFLED,)) + _deflate(_shuffle(words))
     scaled = _as_decimals(vals)
     if scaled is not None:
         k, ints = scaled
-        return bytes((_DECIMAL, k)) + _deflate(_shuffle(_zigzag(list(map(operator.sub, ints, chain((0,), ints))))))
-    bits = array("Q")
-    bits.frombytes(vals.tobytes())
-    return bytes((_SHUFFLED,)) + _deflate(_shuffle(array("Q", map(operator.xor, bits, chain((0,), bits)))))
+        decimal = bytes((_DECIMAL, k)) + _deflate(_shuffle(array("Q", array("q", ints).tobytes())))
+        if len(decimal) < len(best):
+            best = decimal
+    return best
 
 
 def _as_decimals(vals: array[float]) -> tuple[int, list[int]] | None:
@@ -164,7 +172,7 @@ def _as_decimals(vals: array[float]) -> tuple[int, list[int]] | None:
         except (OverflowError, ValueError):           # inf, nan
             return None
         if array("d", map(operator.truediv, ints, repeat(scale))).tobytes() == vals.tobytes():
-            if min(ints) < -_LIMIT // 2 or max(ints) >= _LIMIT // 2:   # so that every delta is below _LIMIT
+            if min(ints) < -_LIMIT or max(ints) >= _LIMIT:
                 return None
             return k, ints
         k += 1
@@ -204,17 +212,17 @@ def decode_vals(blob: bytes, n: int) -> array[float]:
     if fmt == _DECIMAL:
         if not body or body[0] >= len(_SCALES):
             raise ValueError("chunk decimal column without a valid scale")
-        scale = _SCALES[body[0]]
-        words = _unshuffle(_inflate(body[1:], 8 * n), n) if n else array("Q")
-        try:
-            return array("d", map(operator.truediv, accumulate(_unzigzag(words)), repeat(scale)))
-        except OverflowError as e:
-            raise ValueError(f"chunk decimal column out of range: {e}") from e
+        k = body[0]
+        ints = array("q")
+        if n:
+            ints.frombytes(_unshuffle(_inflate(body[1:], 8 * n), n).tobytes())
+        if k == 0:
+            return array("d", map(float, ints))
+        return array("d", map(operator.truediv, ints, repeat(_SCALES[k])))
     if fmt != _SHUFFLED:
         raise ValueError(f"chunk value column of unknown format {fmt}")
     if n:
-        bits = array("Q", accumulate(_unshuffle(_inflate(body, 8 * n), n), operator.xor))
-        out.frombytes(bits.tobytes())
+        out.frombytes(_unshuffle(_inflate(body, 8 * n), n).tobytes())
     return out
 
 
