@@ -49,22 +49,30 @@ def read_text(path: str) -> str:
 def parse_fields(data: bytes, keys: tuple[bytes, ...]) -> list[int]:
     """The integer values of ``keys`` in a ``key value`` file (memory.stat, cpu.stat), in the order asked.
 
-    Only the asked lines are looked at (one ``find`` each) instead of splitting the whole file into a dict: memory.stat
-    has ~40 lines, read for every pod and container each second, and the collector needs five of them. KeyError names
-    a key that is absent; ValueError a value that is not an integer.
+    Only the asked lines are looked at (one search each) instead of splitting the whole file into a dict: memory.stat
+    has ~40 lines, read for every pod and container each second, and the collector needs five of them. A key is
+    searched from the end of the file (v1's ``total_*`` lines are its last ones) unless it is the first line; these
+    files name each key once. KeyError names a key that is absent; ValueError a value that is not an integer.
     """
+    needles = _NEEDLES.get(keys)
+    if needles is None:
+        needles = _NEEDLES[keys] = tuple((key + b" ", b"\n" + key + b" ") for key in keys)
     out = []
-    for key in keys:
-        if data.startswith(key + b" "):
-            start = len(key) + 1
+    for first, needle in needles:
+        if data.startswith(first):
+            start = len(first)
         else:
-            at = data.find(b"\n" + key + b" ")
+            at = data.rfind(needle)
             if at < 0:
-                raise KeyError(key)
-            start = at + len(key) + 2
+                raise KeyError(first[:-1])
+            start = at + len(needle)
         end = data.find(b"\n", start)
         out.append(int(data[start:end if end >= 0 else None]))
     return out
+
+
+#: parse_fields' search strings per key tuple: the callers' few constant tuples, built once instead of per call
+_NEEDLES: dict[tuple[bytes, ...], tuple[tuple[bytes, bytes], ...]] = {}
 
 
 def reset_dir(path: str, mode: int) -> None:
