@@ -14,11 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class CpuStat:
-    """The CFS bandwidth counters of one ``cpu.stat`` read, and when (monotonic seconds)."""
+class CpuStat(NamedTuple):
+    """The CFS bandwidth counters of one ``cpu.stat`` read, and when (monotonic seconds). A named tuple: the
+    throttled collector makes one for every pod and container each second."""
     periods: int
     throttled: int
     at: float
