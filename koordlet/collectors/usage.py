@@ -319,6 +319,7 @@ class BECollector:
         self._metrics = metrics
         self._rel = cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
         self._usage = CgroupUsage(cgroups, ttl=float("inf"))
+        self._cpu_counts: dict[str, int] = {}       # cpuset text -> CPUs in it (the same few lists every second)
 
     def collect(self, now: float, mono: float, pods: Iterable[PodMeta]) -> list[Sample]:
         pods = list(pods)
@@ -345,13 +346,13 @@ class BECollector:
 
     def _real_limit_milli(self, pods: list[PodMeta]) -> float:
         """min(CPUs of the smallest BE cpuset × 1000, BE quota / period × 1000) as upstream."""
-        cpus = len(parse_cpu_list(self._cgroups.read_cpuset(self._rel)))
+        cpus = self._cpu_count(self._rel)
         for meta in pods:
             if meta.pod.kube_qos is not KubeQOS.BESTEFFORT:
                 continue
             for _, rel in meta.containers:
                 try:
-                    cpus = min(cpus, len(parse_cpu_list(self._cgroups.read_cpuset(rel))) or cpus)
+                    cpus = min(cpus, self._cpu_count(rel) or cpus)
                 except (OSError, ValueError):
                     continue
         limit = cpus * 1000.0
@@ -359,6 +360,17 @@ class BECollector:
         if quota > 0 and period > 0:
             limit = min(limit, quota * 1000.0 / period)
         return limit
+
+    def _cpu_count(self, rel: str) -> int:
+        """CPUs in the cpuset of ``rel``, read each time; parsed once per distinct list (every BE container's is read
+        each second, and they hold the same few lists)."""
+        text = self._cgroups.read_cpuset(rel)
+        count = self._cpu_counts.get(text)
+        if count is None:
+            if len(self._cpu_counts) >= 64:
+                self._cpu_counts.clear()
+            count = self._cpu_counts[text] = len(parse_cpu_list(text))
+        return count
 
 
 class HostAppCollector(_CgroupCollector):
