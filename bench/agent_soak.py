@@ -249,7 +249,7 @@ def millicores(series: list[dict[str, float]], key: str, t_from: float, t_to: fl
 
 def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
     agent = floor = None
-    with soak_node(n_pods) as (work, agent_args):
+    with soak_node(n_pods, args.addr) as (work, agent_args):
         try:
             recording = os.path.join(work, "reads.jsonl")
             cache = os.path.join(work, "cache")
@@ -276,6 +276,7 @@ def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
                     break
                 time.sleep(max(0.0, args.sample - (time.monotonic() - t0 - now)))
             recorded = recording_counts(recording, args.record)
+            cache_gauges = scrape_cache_gauges(args.addr)
             if args.keep_recording:
                 shutil.copy(recording, f"{args.keep_recording}.{n_pods}.jsonl")
         finally:
@@ -289,7 +290,19 @@ def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
     floor_m = millicores(with_floor, "floor_cpu", t_from, t_to)
     def minute(m: int) -> float:
         return statistics.fmean(millicores(series, "cpu", 60 * (m - 1), 60 * m) or [float("nan")])
-    rss_at = {m: next((s["rss_mib"] for s in series if s["t"] >= 60 * m), None) for m in (1, 10, 30)}
+    rss_at = {m: next((s["rss_mib"] for s in series if s["t"] >= 60 * m), None) for m in (1, 10, 30, 45, 60)}
+
+    def rss_mean(m_from: int, m_to: int) -> float | None:
+        pts = [s["rss_mib"] for s in series if 60 * m_from <= s["t"] <= 60 * m_to]
+        return statistics.fmean(pts) if pts else None
+
+    def cache_growth(m_from: int, m_to: int) -> float | None:
+        """MiB a hour the metric cache's directory grew by between the two minutes (roll-ups begin at ~40)."""
+        pts = [s for s in series if 60 * m_from <= s["t"] <= 60 * m_to]
+        if len(pts) < 2:
+            return None
+        return (pts[-1]["cache_bytes"] - pts[0]["cache_bytes"]) / MI / ((pts[-1]["t"] - pts[0]["t"]) / 3600)
+    flat = (rss_mean(31, 45), rss_mean(45, 60))
     last = series[-1]
     result = {
         "pods": n_pods, "containers": 2 * n_pods, "seconds": round(t_to, 1), "measured_from_s": round(t_from, 1),
@@ -299,11 +312,35 @@ def measure(n_pods: int, args: argparse.Namespace) -> dict[str, Any]:
         "cpu_last_minute": statistics.fmean(millicores(series, "cpu", t_to - 60, t_to)),
         "rss_mib": {str(k): v for k, v in rss_at.items() if v is not None}, "rss_end_mib": last["rss_mib"],
         "fds_end": last["fds"], "threads_end": last["threads"], "cache_mib_end": last["cache_bytes"] / MI,
+        "rss_flat_pct": 100 * (flat[1] - flat[0]) / flat[0] if flat[0] and flat[1] else None,
+        "cache_mib_per_hour_45_60": cache_growth(45, 60), **cache_gauges,
         "series": series,
     }
     result["ratio"] = result["agent_millicores_mean"] / max(result["floor_millicores_mean"], 1e-9)
     result.update(recorded)
     return result
+
+
+def scrape_cache_gauges(addr: str) -> dict[str, float]:
+    """The agent's own account of its metric cache (samples held, their bytes, history on disk), from /metrics."""
+    import urllib.request
+    wanted = {"koordlet_metric_cache_points": "samples_held", "koordlet_metric_cache_point_bytes": "sample_bytes",
+              'koordlet_metric_cache_history_seconds{kind="held"': "history_held_s",
+              'koordlet_metric_cache_history_seconds{kind="capacity"': "history_capacity_s"}
+    out: dict[str, float] = {}
+    try:
+        with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        for prefix, key in wanted.items():
+            name = prefix.partition("{")[0]
+            if line.startswith(name) and (prefix == name or prefix.partition("{")[2] in line):
+                out[key] = float(line.rsplit(" ", 1)[1])
+    if out.get("samples_held"):
+        out["bytes_per_sample"] = out.get("sample_bytes", 0.0) / out["samples_held"]
+    return out
 
 
 def recording_counts(recording: str, seconds: float) -> dict[str, float]:
@@ -337,6 +374,7 @@ def main() -> int:
     ap.add_argument("--agent-args", default="", help="extra agent flags, e.g. '--reconcile-interval-seconds 0'")
     ap.add_argument("--keep-recording", default="", help="copy the floor's recording to PREFIX.<pods>.jsonl")
     ap.add_argument("--json", default="", help="write the results (with the sample series) here")
+    ap.add_argument("--addr", default="127.0.0.1:19317", help="the agent's metrics address")
     args = ap.parse_args()
     args.agent_args = args.agent_args.split()
     from doubles.realcgroup import v1_available
@@ -359,6 +397,9 @@ def main() -> int:
               f"rss {rss} end={r['rss_end_mib']:.1f} MiB  fds={r['fds_end']:.0f} threads={r['threads_end']:.0f} "
               f"cache={r['cache_mib_end']:.1f} MiB  reads/s={r['reads_per_s']:.0f} lists/s={r['lists_per_s']:.1f} "
               f"writes/s={r['writes_per_s']:.2f}", flush=True)
+        extra = {k: r.get(k) for k in ("rss_flat_pct", "bytes_per_sample", "samples_held", "cache_mib_per_hour_45_60",
+                                       "history_held_s", "history_capacity_s")}
+        print("   " + " ".join(f"{k}={v:.2f}" for k, v in extra.items() if v is not None), flush=True)
     print(f"load after: {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as f:

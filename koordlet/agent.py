@@ -415,6 +415,10 @@ class Agent:
         points, nbytes = self.cache.memory_usage()
         self.metrics.metric_cache_points.labels(self.metrics.node).set(points)
         self.metrics.metric_cache_point_bytes.labels(self.metrics.node).set(nbytes)
+        held, holds = self.cache.history()
+        self.metrics.metric_cache_history_seconds.labels(self.metrics.node, "held").set(held)
+        if holds is not None:
+            self.metrics.metric_cache_history_seconds.labels(self.metrics.node, "capacity").set(holds)
 
     def _report_loop(self, stop: threading.Event) -> None:
         """Every report on its schedule, and the slow refreshes (host topology, RDMA, NodeSLO file, prediction).

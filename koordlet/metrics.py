@@ -481,6 +481,10 @@ class AgentMetrics:
         self.metric_cache_point_bytes = Gauge("koordlet_metric_cache_point_bytes",
                                               "(koordlet-py) bytes of the metric cache's sample buffers in memory "
                                               "(raw heads and compressed chunks)", ["node"], registry=r)
+        self.metric_cache_history_seconds = Gauge(
+            "koordlet_metric_cache_history_seconds", "(koordlet-py) seconds of history the metric cache holds on "
+            "disk: now (held), and what its max_bytes holds at the rate seen, up to the retention (capacity; "
+            "absent until roll-ups have run ten minutes)", ["node", "kind"], registry=r)
         self.reports = Counter("koordlet_report", "(koordlet-py) report attempts by kind (nodemetric, "
                                "noderesourcetopology, files) and result (updated, created, unchanged, absent, "
                                "failed...)", ["node", "kind", "result"], registry=r)
