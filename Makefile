@@ -76,8 +76,9 @@ lint: venv
 
 # The benchmarks (root; bench/run.py lists them), each writing its section of bench/RESULTS.md from its own output with
 # the date, commit, machine and load: BENCH="collect_cycle agent_soak" runs only those and keeps the other sections.
-# The whole set takes about an hour, most of it bench/agent_soak.py (10 minutes at each of 4 pod counts).
-BENCH ?=
+# The whole set takes about an hour and a half, most of it bench/agent_soak.py (10 minutes at each of 0, 100 and 250
+# pods) and the 12 h metric cache simulation; BENCH=agent_soak_hour records the agent for an hour at 250 pods (only
+# when named).
 bench: venv
 	$(BIN)/python bench/run.py $(BENCH)
 

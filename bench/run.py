@@ -27,14 +27,19 @@ RESULTS = os.path.join(HERE, "RESULTS.md")
 
 @dataclass(frozen=True)
 class Bench:
+    """One section of RESULTS.md: ``name`` keys it and names the script unless ``program`` does (one script run
+    with other arguments); ``in_all``: run by a plain ``make bench`` (False: only when named)."""
+
     name: str
     title: str
     args: tuple[str, ...] = ()
     directory: str = HERE
+    program: str = ""
+    in_all: bool = True
 
     @property
     def script(self) -> str:
-        return os.path.join(self.directory, f"{self.name}.py")
+        return os.path.join(self.directory, f"{self.program or self.name}.py")
 
     @property
     def command(self) -> str:
@@ -42,7 +47,13 @@ class Bench:
 
 
 BENCHES = (
-    Bench("agent_soak", "The whole agent on N pods × 2 containers, against a read floor (issue 24)"),
+    Bench("agent_soak", "The whole agent on N pods × 2 containers, against a read floor (issues 24, 31)",
+          ("--pods", "0,100,250")),
+    Bench("agent_soak_hour", "The whole agent for an hour on 250 pods × 2 containers (issue 31)",
+          ("--pods", "250", "--seconds", "3600"), program="agent_soak", in_all=False),
+    Bench("metriccache_compact", "Metric cache memory tier at 250 pods × 2 containers (issue 31)"),
+    Bench("metriccache_history", "Metric cache on disk: 12 h at 250 pods × 2 containers (issue 31)",
+          ("--disk", "--minutes", "720"), program="metriccache_compact"),
     Bench("collect_cycle", "Collection cycle, 200 containers (issue 2)"),
     Bench("topology_scan", "Topology scan (issue 3)"),
     Bench("nodemetric_build", "NodeMetric build + serialize, 200 pods (issue 3)"),
@@ -135,7 +146,7 @@ def main(names: list[str], benches: tuple[Bench, ...] = BENCHES, path: str = RES
     except FileNotFoundError:
         sections = {}
     failed = []
-    for bench in [known[n] for n in names] if names else list(benches):
+    for bench in [known[n] for n in names] if names else [b for b in benches if b.in_all]:
         print(f"== {bench.command}", flush=True)
         sections[bench.name] = run(bench)
         print(sections[bench.name], flush=True)
