@@ -937,6 +937,7 @@ class MetricCache:
             self._history = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False,
                                             timeout=5.0)
             self._history.execute("PRAGMA synchronous=NORMAL")
+            self._history.execute("PRAGMA cache_size=-512")        # KiB: it reads each chunk once, in order
         return self._history
 
     def _evict_locked(self) -> None:
