@@ -76,6 +76,15 @@ def resource_rows(pods: Iterable[PodMeta]) -> list[ResourceRow]:
     return rows
 
 
+def unchanged_kept(pods: list[PodMeta], previous: Iterable[PodMeta]) -> list[PodMeta]:
+    """``pods`` with every meta equal to the previous sync's meta of its pod replaced by that object. A sync
+    parses every pod again; keeping the old object of an unchanged pod keeps what is memoized per object (a
+    strategy's Updates) instead of building it again after each sync, and with it one copy of each cgroup path
+    (the executor's cache keeps the first Update's, a rebuilt Update would hold a second)."""
+    before = {m.pod.uid: m for m in previous}
+    return [old if (old := before.get(m.pod.uid)) is not None and old == m else m for m in pods]
+
+
 class TokenBucket:
     """Rate limit for PLEG-triggered syncs (upstream: 5/s, burst 10)."""
 
@@ -135,7 +144,8 @@ class PodsInformer:
             return False
         if self._errors.forget("sync"):
             log.info("pod sync recovered source=%s pods=%d", self._source, len(pods))
-        self._pods = tuple(sorted(pods, key=lambda m: (m.pod.namespace, m.pod.name, m.pod.uid)))
+        self._pods = tuple(sorted(unchanged_kept(pods, self._pods),
+                                  key=lambda m: (m.pod.namespace, m.pod.name, m.pod.uid)))
         self.synced.set()
         with self._synced_cond:
             self._generation += 1

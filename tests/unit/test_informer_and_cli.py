@@ -59,6 +59,21 @@ def test_kubelet_source_maps_cgroups_and_survives_outage(caplog):
         assert "pod sync recovered" in caplog.text
 
 
+def test_a_sync_keeps_the_meta_of_an_unchanged_pod():
+    """Each sync parses every pod again; an unchanged pod keeps its meta object (what strategies memoize per
+    meta stays), a changed one gets the new meta."""
+    with KubeletDouble() as kubelet:
+        kubelet.pods = [pod_object("u-1", "web", containers={"app": A}), pod_object("u-2", "db", containers={"app": B})]
+        informer = kubelet_informer(kubelet.port)
+        assert informer.sync()
+        db, web = informer.pods                       # sorted by namespace and name
+        kubelet.pods[1]["metadata"]["labels"] = {"tier": "data"}
+        assert informer.sync()
+        db_again, web_again = informer.pods
+        assert web_again is web
+        assert db_again is not db and db_again.pod.labels == {"tier": "data"}
+
+
 def test_token_bucket():
     now = [0.0]
     bucket = TokenBucket(rate=5.0, burst=2, clock=lambda: now[0])
