@@ -51,11 +51,12 @@ SPEC = "node.koordinator.sh/extended-resource-spec"
 
 def run_agent_recorded(out: str, start_after: float, length: float, prefixes: list[str], argv: list[str]) -> int:
     """The agent's own ``main`` under an audit hook that records, for ``length`` seconds from ``start_after``
-    seconds after start, every open and directory listing of a path under ``prefixes``; written to ``out`` as
-    JSON lines of [seconds since the window began, kind, path] once the window closes."""
+    seconds after start, every open and directory listing of a path under ``prefixes``, as JSON lines of [seconds
+    since the window began, kind, path] written as they happen (nothing held in the agent's memory: what the soak
+    measures of it is the agent's own), moved to ``out`` once the window closes."""
     t0 = time.monotonic()
     begin, end = t0 + start_after, t0 + start_after + length
-    events: list[tuple[float, str, str]] = []
+    sink = open(out + ".tmp", "w")  # noqa: SIM115 (open for the hook's life; before it: not an event)
     state = {"on": True}
     pre = tuple(prefixes)
     clock = time.monotonic
@@ -68,9 +69,7 @@ def run_agent_recorded(out: str, start_after: float, length: float, prefixes: li
             return
         if now >= end:
             state["on"] = False
-            with open(out + ".tmp", "w") as f:
-                for e in events:
-                    f.write(json.dumps(e) + "\n")
+            sink.close()
             os.replace(out + ".tmp", out)
             return
         path = args[0]
@@ -84,7 +83,7 @@ def run_agent_recorded(out: str, start_after: float, length: float, prefixes: li
             kind = "write" if (flags & (os.O_WRONLY | os.O_RDWR)) or any(c in mode for c in "wa+") else "read"
         else:
             kind = "list"
-        events.append((now - begin, kind, path))
+        sink.write(json.dumps((now - begin, kind, path)) + "\n")
 
     sys.addaudithook(hook)
     from koordlet.cli import main
