@@ -24,7 +24,7 @@ from koordlet.states.pod import Container, Pod, pod_from_k8s
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodMeta:
     """A pod and where its cgroups are (relative dirs; see host.cgroup)."""
     pod: Pod

@@ -68,7 +68,7 @@ class SpecContainer:
     devices: Mapping[str, Fraction] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pod:
     uid: str
     name: str

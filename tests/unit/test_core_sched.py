@@ -3,6 +3,7 @@ the strategy on a fake cgroup tree (reference/qos-enforcement.md §3b)."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -314,7 +315,7 @@ class Node:
         meta = self.pods[uid]
         merged = {**meta.pod.labels, **labels}
         merged = {k: v for k, v in merged.items() if v is not None}
-        self.pods[uid] = PodMeta(Pod(**{**meta.pod.__dict__, "labels": merged}), meta.cgroup_dir, meta.containers)
+        self.pods[uid] = PodMeta(dataclasses.replace(meta.pod, labels=merged), meta.cgroup_dir, meta.containers)
 
     def reconcile(self) -> None:
         view = NodeView(pods=tuple(self.pods.values()), slo=self.spec, host_apps=(), topology=None,  # type: ignore

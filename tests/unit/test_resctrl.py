@@ -3,6 +3,7 @@ resctrl filesystem (doubles/fakeresctrl.py) with real task files (reference/qos-
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -226,7 +227,7 @@ class Env:
     def set_annotation(self, uid: str, annotation: str | None) -> None:
         meta = self.pods[uid]
         annotations = {wire.ANNOTATION_POD_RESCTRL: annotation} if annotation is not None else {}
-        pod = Pod(**{**meta.pod.__dict__, "annotations": annotations})
+        pod = dataclasses.replace(meta.pod, annotations=annotations)
         self.pods[uid] = PodMeta(pod, meta.cgroup_dir, meta.containers)
 
     def cycle(self, advance: float = 1.0) -> None:
