@@ -17,7 +17,7 @@ and the RSS each added container costs, with the owners that grew most. Python's
 cut; RSS adds the allocator's slack, the sqlite page cache and the shared libraries.
 
 Needs root and cgroup v1 controllers (as CI); otherwise it prints why and exits 0.
-Usage: python bench/agent_memory.py [--pods 0,250] [--seconds 60] [--top 15]
+Usage: python bench/agent_memory.py [--pods 0,250] [--seconds 90] [--top 15]
 """
 
 from __future__ import annotations
@@ -140,8 +140,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", default="0,250", help="pod counts, comma-separated (2 containers each); the first is "
                                                    "the base the others are compared with")
-    ap.add_argument("--seconds", type=float, default=60.0, help="seconds the agent runs after it is ready before it "
-                                                                  "is measured")
+    ap.add_argument("--seconds", type=float, default=90.0,
+                    help="seconds the agent runs after it is ready before it is measured (90: past the first "
+                         "reports and prediction training, a minute after start, and before the next)")
     ap.add_argument("--frames", type=int, default=32, help="frames kept per traced allocation (enough to reach "
                                                            "the agent's own frame under library calls and imports)")
     ap.add_argument("--top", type=int, default=15, help="allocation groups listed")
