@@ -20,8 +20,10 @@ from koordlet.states.readings import CgroupReadings, CpuStat
 
 log = logging.getLogger(__name__)
 
+POD, CONTAINER = "pod_cpu_throttled", "container_cpu_throttled"
 
-def throttled_ratio(previous: tuple[int, int], current: tuple[int, int]) -> float | None:
+
+def throttled_ratio(previous: tuple[int, int] | CpuStat, current: tuple[int, int] | CpuStat) -> float | None:
     """Δnr_throttled / Δnr_periods between two (nr_periods, nr_throttled) readings; None when they went back."""
     periods, throttled = current[0] - previous[0], current[1] - previous[1]
     if periods < 0 or throttled < 0:
@@ -37,35 +39,40 @@ class ThrottledCollector:
         self._metrics = metrics
         self._readings = readings                        # where CPU burst takes this cycle's cpu.stat from
         self._errors = LogOnce(log)
-        self._last: dict[str, tuple[int, int]] = {}      # cgroup dir -> the previous reading
+        self._last: dict[str, CpuStat] = {}              # cgroup dir -> the previous reading
 
     def collect(self, tick: Tick) -> list[Sample]:
         samples: list[Sample] = []
-        seen: dict[str, tuple[int, int]] = {}
-        shared: dict[str, CpuStat] = {}
+        seen: dict[str, CpuStat] = {}
         at = self._readings.clock() if self._readings is not None else 0.0
         for meta in tick.pods:
-            targets = [("pod", meta.cgroup_dir, ("pod_uid", meta.pod.uid))]
-            targets += [("container", rel, ("container_id", c.id)) for c, rel in meta.containers if c.id]
-            for scope, rel, label in targets:
-                try:
-                    seen[rel] = reading = self._cgroups.read_throttling(rel)
-                    shared[rel] = CpuStat(reading[0], reading[1], at)
-                except (OSError, ValueError) as e:
-                    if vanished(e):             # gone before the open, or removed mid-read (ENODEV)
-                        self._metrics.skipped(self.name, "vanished")
-                        continue
-                    self._metrics.skipped(self.name, "error")
-                    self._errors(rel, "cpu.stat unreadable cgroup=%s error=%s", rel, e)
-                    continue
-                ratio = throttled_ratio(self._last[rel], reading) if rel in self._last else None
-                if ratio is not None:
-                    samples.append(Sample(f"{scope}_cpu_throttled", (label,), tick.now, ratio))
+            self._read(POD, meta.cgroup_dir, ("pod_uid", meta.pod.uid), at, tick.now, seen, samples)
+            for c, rel in meta.containers:
+                if c.id:
+                    self._read(CONTAINER, rel, ("container_id", c.id), at, tick.now, seen, samples)
         self._last = seen
         if self._readings is not None:
-            self._readings.publish_cpu_stat(shared)
+            self._readings.publish_cpu_stat(seen)
         self._errors.keep_only(seen)
         return samples
+
+    def _read(self, kind: str, rel: str, label: tuple[str, str], at: float, now: float, seen: dict[str, CpuStat],
+              samples: list[Sample]) -> None:
+        """One cgroup's ``cpu.stat`` into ``seen``, and its sample of ``kind`` when there is a previous reading."""
+        try:
+            periods, throttled = self._cgroups.read_throttling(rel)
+        except (OSError, ValueError) as e:
+            if vanished(e):             # gone before the open, or removed mid-read (ENODEV)
+                self._metrics.skipped(self.name, "vanished")
+                return
+            self._metrics.skipped(self.name, "error")
+            self._errors(rel, "cpu.stat unreadable cgroup=%s error=%s", rel, e)
+            return
+        seen[rel] = reading = CpuStat(periods, throttled, at)
+        previous = self._last.get(rel)
+        ratio = throttled_ratio(previous, reading) if previous is not None else None
+        if ratio is not None:
+            samples.append(Sample(kind, (label,), now, ratio))
 
 
 PLUGIN = Plugin("podthrottled", lambda ctx: ThrottledCollector(ctx.cgroups, ctx.metrics, ctx.readings),
