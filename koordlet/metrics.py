@@ -141,9 +141,9 @@ UPSTREAM_FAMILIES: tuple[Family, ...] = (
        "external", "cpi.go", "Container cycles and instructions counted over the last CPI window"),
     # cpu_burst.go (internal)
     _f("container_scaled_cfs_burst_us", "gauge", [NODE, POD_NS, POD_NAME, CONTAINER_ID, CONTAINER_NAME],
-       "internal", "cpu_burst.go", "cpu.cfs_burst_us set on the container by CPU burst"),
+       "internal", "cpu_burst.go", "cpu.cfs_burst_us set on the container by CPU burst", table=True),
     _f("container_scaled_cfs_quota_us", "gauge", [NODE, POD_NS, POD_NAME, CONTAINER_ID, CONTAINER_NAME],
-       "internal", "cpu_burst.go", "cpu.cfs_quota_us the container was scaled to by CPU burst"),
+       "internal", "cpu_burst.go", "cpu.cfs_quota_us the container was scaled to by CPU burst", table=True),
     # cpu_cpuset.go (internal)
     _f("cpuset_share_pool_cpu_cores", "gauge", [NODE], "internal", "cpu_cpuset.go",
        "CPUs in the LS share pools (cpu-shared-pools)"),
@@ -163,7 +163,7 @@ UPSTREAM_FAMILIES: tuple[Family, ...] = (
     # host_application.go (internal)
     _f("host_application_resource_usage", "gauge",
        [NODE, "host_application_name", RESOURCE, "priority_class", "qos"], "internal", "host_application.go",
-       "Usage of a NodeSLO host application (cpu in cores, memory in bytes)"),
+       "Usage of a NodeSLO host application (cpu in cores, memory in bytes)", table=True),
     # kubelet.go (internal)
     _f("kubelet_request_duration_seconds", "histogram", ["verb", "path", "code"], "internal", "kubelet.go",
        "Kubelet HTTP requests that got an answer, by verb, path and status code", KUBELET_BUCKETS),
@@ -311,11 +311,11 @@ class ResourceRow(NamedTuple):
 
 
 class TableGauge:
-    """A gauge family only ever set whole (:meth:`replace`), kept as one dict of label values -> value and turned
-    into samples when collected. prometheus_client keeps a child ``Gauge`` per series (its own lock, value holder
-    and label dict: about 700 bytes), which for families of every container, rewritten at every pod sync, was most
-    of the agent's per-container metric state. Scrapes and ``get_sample_value`` see an ordinary gauge; a scrape
-    sees the last whole set, never part of one."""
+    """A gauge family only ever set whole (:meth:`replace`, directly or through a :class:`GaugeCycle`), kept as one
+    dict of label values -> value and turned into samples when collected. prometheus_client keeps a child
+    ``Gauge`` per series (its own lock, value holder and label dict: about 700 bytes), which for families of every
+    container, rewritten at every pod sync or cycle, was most of the agent's per-container metric state. Scrapes
+    and ``get_sample_value`` see an ordinary gauge; a scrape sees the last whole set, never part of one."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
                  registry: CollectorRegistry) -> None:
@@ -368,27 +368,22 @@ def register_process_collectors(registry: CollectorRegistry) -> None:
 
 
 class GaugeCycle:
-    """The series one cycle sets on a labelled gauge, published together at the end of the cycle: each series
-    set, the series of the previous cycle that this one did not set removed. Clearing the gauge first and
+    """The series one cycle sets on a gauge family, published together at the end of the cycle as the family's
+    whole set: the series of the previous cycle that this one did not set are gone. Clearing the gauge first and
     refilling it as the cycle goes (what this replaces) let a scrape between the two see a family with some or
-    none of its series; here a scrape sees, per series, the previous value or the new one, and the family is never
-    emptied by the update itself. One writer per gauge (the strategy or collector that owns it)."""
+    none of its series; here a scrape sees the previous cycle's set or this one's. One writer per family (the
+    strategy or collector that owns it)."""
 
-    def __init__(self, gauge: Gauge) -> None:
+    def __init__(self, gauge: TableGauge) -> None:
         self._gauge = gauge
         self._values: dict[tuple[str, ...], float] = {}
-        self._published: set[tuple[str, ...]] = set()
 
     def set(self, labels: tuple[str, ...], value: float) -> None:
         self._values[labels] = value
 
     def publish(self) -> None:
-        """Make this cycle's series the gauge's, and start the next cycle empty."""
-        for labels, value in self._values.items():
-            self._gauge.labels(*labels).set(value)
-        for labels in self._published - self._values.keys():
-            self._gauge.remove(*labels)
-        self._published = set(self._values)
+        """Make this cycle's series the family's, and start the next cycle empty."""
+        self._gauge.replace(self._values)
         self._values = {}
 
 
@@ -425,8 +420,8 @@ class AgentMetrics:
         self.container_core_sched_cookie = self._gauge("koordlet_container_core_sched_cookie")   # qos/core_sched
         self.core_sched_cookie_manage_status = self._counter("koordlet_core_sched_cookie_manage_status")
         self.container_cpi = self._gauge("koordlet_container_cpi")                   # collectors/cpi
-        self.container_scaled_cfs_burst_us = self._gauge("koordlet_container_scaled_cfs_burst_us")  # qos/cpu_burst
-        self.container_scaled_cfs_quota_us = self._gauge("koordlet_container_scaled_cfs_quota_us")
+        self.container_scaled_cfs_burst_us = self._table("koordlet_container_scaled_cfs_burst_us")  # qos/cpu_burst
+        self.container_scaled_cfs_quota_us = self._table("koordlet_container_scaled_cfs_quota_us")
         self.cpuset_share_pool_cpu_cores = self._gauge("koordlet_cpuset_share_pool_cpu_cores")   # states/nodestate
         self.cpuset_be_share_pool_cpu_cores = self._gauge("koordlet_cpuset_be_share_pool_cpu_cores")
         self.cpuset_share_pool_info = self._gauge("koordlet_cpuset_share_pool_info")
@@ -434,7 +429,7 @@ class AgentMetrics:
         self.be_suppress_cpu_cores = self._gauge("koordlet_be_suppress_cpu_cores")   # qos/cpu_suppress
         self.be_suppress_ls_used_cpu_cores = self._gauge("koordlet_be_suppress_ls_used_cpu_cores")
         self.be_suppress_be_used_cpu_cores = self._gauge("koordlet_be_suppress_be_used_cpu_cores")  # usage (BE)
-        self.host_application_resource_usage = self._gauge("koordlet_host_application_resource_usage")
+        self.host_application_resource_usage = self._table("koordlet_host_application_resource_usage")
         self.kubelet_request_duration_seconds = self._histogram("koordlet_kubelet_request_duration_seconds")
         self.node_metric_node_usage = self._gauge("koordlet_node_metric_node_usage")   # reporters/nodemetric
         self.node_metric_system_usage = self._gauge("koordlet_node_metric_system_usage")

@@ -50,13 +50,13 @@ def populate(m: AgentMetrics) -> None:
     m.container_core_sched_cookie.labels(N, "web", "shop", UID, "app", CID, "group-1", "42").set(1)   # core sched
     m.core_sched_managed("group-1", True)
     m.container_cpi.labels(N, CID, "app", UID, "web", "shop", "cycles").set(1e9)   # CPI collector
-    m.container_scaled_cfs_burst_us.labels(N, "shop", "web", CID, "app").set(100000)   # CPU burst
-    m.container_scaled_cfs_quota_us.labels(N, "shop", "web", CID, "app").set(200000)
+    m.container_scaled_cfs_burst_us.replace({(N, "shop", "web", CID, "app"): 100000})   # CPU burst
+    m.container_scaled_cfs_quota_us.replace({(N, "shop", "web", CID, "app"): 200000})
     m.share_pools([(0, 1), (4, 5)], [(0, 1, 2), (4, 5)], per_cpu=True)  # NodeState pools
     m.be_suppress_cpu_cores.labels(N, "cpuset").set(2)                   # CPU suppress
     m.be_suppress_ls_used_cpu_cores.labels(N).set(3.5)
     m.be_suppress_be_used_cpu_cores.labels(N).set(0.5)                   # BE collector
-    m.host_application_resource_usage.labels(N, "nginx", "cpu", "koord-prod", "LS").set(0.2)   # hostapp collector
+    m.host_application_resource_usage.replace({(N, "nginx", "cpu", "koord-prod", "LS"): 0.2})   # hostapp collector
     m.kubelet_request("/pods/", 200, 0.003)                              # kubelet client
     m.node_metric_usages({"cpu": 1.5, "memory": 2.0**30}, {"cpu": 0.5}, {0: ({"cpu": 1.0}, {"memory": 2.0**20})})
     m.oom_score_adj(POD, "app", -998)                                    # NRI oom hook
