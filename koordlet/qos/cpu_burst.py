@@ -65,7 +65,7 @@ from koordlet.states.nodestate import NodeView
 from koordlet.states.readings import CgroupReadings, CpuStat
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
+    from koordlet.executor import Executor, Update
     from koordlet.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import Container, Pod
@@ -240,6 +240,20 @@ class BurstLimiter:
 # the strategy
 # --------------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class _BurstUpdates:
+    """One pod's ``cpu.cfs_burst_us`` updates, with what they were made from: each container's update, the labels of
+    its ``container_scaled_cfs_burst_us`` series and its value, then the pod's update."""
+    meta: PodMeta
+    cfg: CPUBurstStrategy
+    ratio: float
+    containers: tuple[tuple[Update | None, tuple[str, ...], int], ...]
+    pod: Update | None
+
+    def made_from(self, meta: PodMeta, cfg: CPUBurstStrategy, ratio: float) -> bool:
+        return self.meta is meta and self.ratio == ratio and (self.cfg is cfg or self.cfg == cfg)
+
+
 class CPUBurst:
     """The CPU burst strategy (gate ``CPUBurst``, default on)."""
 
@@ -259,6 +273,9 @@ class CPUBurst:
         self._rng = rng if rng is not None else random.Random()
         self.limiters: dict[str, BurstLimiter] = {}        # container id -> bucket
         self._throttle: dict[str, CpuStat] = {}             # container id -> previous cpu.stat
+        # pod dir -> its burst updates, made again only when the PodMeta (the informer makes new ones at each sync),
+        # its config or its ratio changes; the executor still checks each against its cache and the kernel
+        self._bursts: dict[str, _BurstUpdates] = {}
         self._readings = readings if readings is not None else CgroupReadings()
         self._bad = LogOnce(log, logging.WARNING)
         self._once = LogOnce(log, logging.INFO)
@@ -283,6 +300,7 @@ class CPUBurst:
         state = node_state(self.share_pool_usage(view, now), 50 if threshold is None else threshold)
         bad: list[str] = []
         seen: set[str] = set()
+        live: set[str] = set()
         norm = normalization_rule(view.node.annotations)[0] if self._normalization else None
         for meta in view.pods:
             pod = meta.pod
@@ -296,9 +314,12 @@ class CPUBurst:
                 bad.append(pod.uid)
                 self._bad(pod.uid, "cpu burst annotation ignored pod=%s annotation=%s problem=%s; using the node "
                           "config", pod.key, e.key, e.problem)
+            live.add(meta.cgroup_dir)
             self._apply_burst(meta, cfg, executor, ratio)
             self._apply_quota_burst(meta, cfg, state, now, executor, seen, ratio)
         self._bad.keep_only(bad)
+        for rel in [r for r in self._bursts if r not in live]:
+            del self._bursts[rel]
         for cid in [c for c in self._throttle if c not in seen]:
             del self._throttle[cid]
         for cid in [c for c, lim in self.limiters.items() if lim.expired(now)]:
@@ -331,22 +352,32 @@ class CPUBurst:
     # --- cfs_burst_us ---------------------------------------------------------------------------------
 
     def _apply_burst(self, meta: PodMeta, cfg: CPUBurstStrategy, executor: Executor, ratio: float = 1.0) -> None:
+        bursts = self._bursts.get(meta.cgroup_dir)
+        if bursts is None or not bursts.made_from(meta, cfg, ratio):
+            bursts = self._bursts[meta.cgroup_dir] = self._burst_updates(meta, cfg, executor, ratio)
+        for update, labels, value in bursts.containers:
+            result = executor.update([update])
+            if self._burst_series is not None and not result.failed and not result.missing:
+                self._burst_series.set(labels, value)
+        executor.update([bursts.pod])
+
+    def _burst_updates(self, meta: PodMeta, cfg: CPUBurstStrategy, executor: Executor, ratio: float
+                       ) -> _BurstUpdates:
+        """Each container's ``cpu.cfs_burst_us`` from its limit, and the pod's, the sum of its containers'."""
         pod = meta.pod
-        pod_value = 0
+        node = self._metrics.node if self._metrics is not None else ""
+        containers = []
         for container, rel in meta.containers:
             value = static_burst_us(container.resources.cpu_limit, cfg)
             base = normalized_quota(container.resources.cpu_limit, ratio)
             if base > 0:
                 value = min(value, base)         # the kernel refuses burst > quota (EINVAL)
-            result = executor.update([executor.cgroup(rel, "cpu.cfs_burst_us", value, _owner(meta, container),
-                                                      REASON_CPU_BURST)])
-            pod_value += value
-            if self._metrics is not None and self._burst_series is not None and not result.failed \
-                    and not result.missing:
-                self._burst_series.set((self._metrics.node, pod.namespace, pod.name, container.id, container.name),
-                                       value)
-        executor.update([executor.cgroup(meta.cgroup_dir, "cpu.cfs_burst_us", pod_value, pod_owner(meta),
-                                         REASON_CPU_BURST)])
+            containers.append((executor.cgroup(rel, "cpu.cfs_burst_us", value, _owner(meta, container),
+                                               REASON_CPU_BURST),
+                               (node, pod.namespace, pod.name, container.id, container.name), value))
+        pod_update = executor.cgroup(meta.cgroup_dir, "cpu.cfs_burst_us", sum(v for _, _, v in containers),
+                                     pod_owner(meta), REASON_CPU_BURST)
+        return _BurstUpdates(meta, cfg, ratio, tuple(containers), pod_update)
 
     # --- cfs quota burst ------------------------------------------------------------------------------
 
