@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from koordlet import wire
@@ -64,10 +64,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class _PodUpdates:
-    """One pod's executor updates by level (the executor skips the ones already in place)."""
+    """One pod's executor updates by level (the executor skips the ones already in place), and the resources each
+    level has updates for (what the reconcile duration is recorded under, every second)."""
     pod: list[Update | None]
     container: list[Update | None]
     sandbox: list[Update | None]
+    resources: tuple[tuple[str, frozenset[str]], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        levels = (("pod", self.pod), ("container", self.container), ("sandbox", self.sandbox))
+        object.__setattr__(self, "resources", tuple(
+            (level, frozenset(u.label for u in updates if u is not None)) for level, updates in levels))
 
 
 class PodResources:
@@ -111,7 +118,8 @@ class PodResources:
                 updates = self._updates(meta, view, executor, quota_on, ratio, norm)
                 self._memo[meta.cgroup_dir] = (meta, updates)
             pods += updates.pod
-            containers += updates.container + updates.sandbox
+            containers += updates.container
+            containers += updates.sandbox
             if self._metrics is not None:
                 self._timed(meta, time.perf_counter() - started, updates)
         for gone in set(self._sandboxes) - live:
@@ -143,9 +151,8 @@ class PodResources:
     def _timed(self, meta: PodMeta, seconds: float, updates: _PodUpdates) -> None:
         assert self._metrics is not None
         ok = meta.pod.uid not in self._undecodable
-        for level, level_updates in (("pod", updates.pod), ("container", updates.container),
-                                     ("sandbox", updates.sandbox)):
-            self._metrics.hook_reconciled(level, (u.label for u in level_updates if u is not None), ok, seconds)
+        for level, resources in updates.resources:
+            self._metrics.hook_reconciled(level, resources, ok, seconds)
 
     def _normalization_ratio(self, view: NodeView) -> float | None:
         """The CPUNormalization ratio of this cycle: None when the gate is off or the node has none; 1.0 for one
