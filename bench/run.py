@@ -51,6 +51,8 @@ BENCHES = (
           ("--pods", "0,100,250")),
     Bench("agent_soak_hour", "The whole agent for an hour on 250 pods × 2 containers (issue 31)",
           ("--pods", "250", "--seconds", "3600"), program="agent_soak", in_all=False),
+    Bench("agent_memory", "The agent's memory outside the metric cache: no pods, and per container at 250 pods × 2 "
+                          "containers (issue 31)"),
     Bench("metriccache_compact", "Metric cache memory tier at 250 pods × 2 containers (issue 31)"),
     Bench("metriccache_history", "Metric cache on disk: 12 h at 250 pods × 2 containers (issue 31)",
           ("--disk", "--minutes", "720"), program="metriccache_compact"),
