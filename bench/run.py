@@ -125,6 +125,14 @@ def _sections(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"<!-- bench:(\w+) -->\n(.*?)<!-- /bench:\1 -->", text, re.S)}
 
 
+def _read(path: str) -> dict[str, str]:
+    try:
+        with open(path) as f:
+            return _sections(f.read())
+    except FileNotFoundError:
+        return {}
+
+
 def write(sections: dict[str, str], benches: tuple[Bench, ...], path: str) -> None:
     parts = [HEADER]
     for bench in benches:
@@ -142,19 +150,18 @@ def main(names: list[str], benches: tuple[Bench, ...] = BENCHES, path: str = RES
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
-    try:
-        with open(path) as f:
-            sections = _sections(f.read())
-    except FileNotFoundError:
-        sections = {}
     failed = []
     for bench in [known[n] for n in names] if names else [b for b in benches if b.in_all]:
         print(f"== {bench.command}", flush=True)
-        sections[bench.name] = run(bench)
-        print(sections[bench.name], flush=True)
-        if "**exit status" in sections[bench.name].splitlines()[2]:
+        section = run(bench)
+        print(section, flush=True)
+        if "**exit status" in section.splitlines()[2]:
             failed.append(bench.name)
-        write(sections, benches, path)   # after each one: an interrupted run keeps what it finished
+        # after each one, into the file as it is now: an interrupted run keeps what it finished, and a run of other
+        # benchmarks at the same time keeps its sections
+        sections = _read(path)
+        sections[bench.name] = section
+        write(sections, benches, path)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
