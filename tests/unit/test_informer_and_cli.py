@@ -179,6 +179,20 @@ def test_standalone_sink_writes_atomically(tmp_path, monkeypatch):
         "device.yaml", "nodemetric.yaml", "noderesourcetopology.yaml"]
 
 
+def test_report_files_hold_what_pyyamls_safe_dump_writes(tmp_path):
+    """The sink's emitter (libyaml's when PyYAML has it) writes the text yaml.safe_dump does for a report's kind
+    of content: nested maps and lists, quantities, long annotation JSON, multi-line text."""
+    from koordlet.reporters.files import write_yaml_atomic
+    obj = {"metadata": {"name": "n1", "annotations": {"node.koordinator.sh/cpu-topology": json.dumps(
+               {"detail": [{"id": i, "core": i // 2, "socket": 0, "node": 0} for i in range(64)]})}},
+           "status": {"podsMetric": [{"name": f"p{i}", "podUsage": {"resources": {"cpu": "125m", "memory": "1Gi"}}}
+                                     for i in range(3)], "empty": {}, "none": None, "yes": "yes", "num": "0x1F",
+                      "text": "line one\nline two\n", "float": 0.25, "flag": True}}
+    path = write_yaml_atomic(str(tmp_path), "r.yaml", obj)
+    with open(path) as f:
+        assert f.read() == yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+
+
 def test_doctor_on_this_host_names_why_bvt_and_core_sched_are_missing():
     """This VM (like CI) has a mainline kernel: no group identity, no core scheduling; doctor must say why."""
     paths = host_paths()
