@@ -471,16 +471,12 @@ def parse_cpu_throttling(data: bytes) -> tuple[int, int]:
 def parse_numa_stat(data: bytes, keys: tuple[bytes, ...], unit: int) -> dict[int, int]:
     """``memory.numa_stat``: the sum over ``keys`` of each node's value (``N<id>=<value>`` fields), × ``unit``.
 
-    The first field of a line is the name (v2) or ``name=<total>`` (v1). ValueError when a key is missing or a
-    field is malformed; a node absent from a line counts 0 there."""
-    found: dict[bytes, list[bytes]] = {}
-    for line in data.splitlines():
-        fields = line.split()
-        if fields:
-            found[fields[0].partition(b"=")[0]] = fields[1:]
+    The first field of a line is the name (v2) or ``name=<total>`` (v1); only the lines of ``keys`` are looked at
+    (each pod's file is read every second). ValueError when a key is missing or a field is malformed; a node absent
+    from a line counts 0 there."""
     out: dict[int, int] = {}
     for key in keys:
-        per_node = found.get(key)
+        per_node = _numa_fields(data, key)
         if per_node is None:
             raise ValueError(f"memory.numa_stat has no {key.decode()} line")
         for field in per_node:
@@ -490,3 +486,19 @@ def parse_numa_stat(data: bytes, keys: tuple[bytes, ...], unit: int) -> dict[int
             n = int(node[1:])
             out[n] = out.get(n, 0) + int(value) * unit
     return out
+
+
+def _numa_fields(data: bytes, key: bytes) -> list[bytes] | None:
+    """The fields after the name of ``key``'s line (``key=<total> N0=...`` on v1, ``key N0=...`` on v2), or None
+    when the file has no such line; the files name each key once."""
+    for sep in (b"=", b" "):
+        at = data.rfind(b"\n" + key + sep)
+        if at >= 0:
+            start = at + 1
+        elif data.startswith(key + sep):
+            start = 0
+        else:
+            continue
+        end = data.find(b"\n", start)
+        return data[start:end if end >= 0 else None].split()[1:]
+    return None
