@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -57,6 +58,7 @@ def run_agent_recorded(out: str, start_after: float, length: float, prefixes: li
     t0 = time.monotonic()
     begin, end = t0 + start_after, t0 + start_after + length
     sink = open(out + ".tmp", "w")  # noqa: SIM115 (open for the hook's life; before it: not an event)
+    lock = threading.Lock()              # the agent's threads all open files: one line at a time
     state = {"on": True}
     pre = tuple(prefixes)
     clock = time.monotonic
@@ -68,9 +70,11 @@ def run_agent_recorded(out: str, start_after: float, length: float, prefixes: li
         if now < begin:
             return
         if now >= end:
-            state["on"] = False
-            sink.close()
-            os.replace(out + ".tmp", out)
+            with lock:
+                if state["on"]:
+                    state["on"] = False
+                    sink.close()
+                    os.replace(out + ".tmp", out)
             return
         path = args[0]
         if isinstance(path, bytes):
@@ -83,7 +87,10 @@ def run_agent_recorded(out: str, start_after: float, length: float, prefixes: li
             kind = "write" if (flags & (os.O_WRONLY | os.O_RDWR)) or any(c in mode for c in "wa+") else "read"
         else:
             kind = "list"
-        sink.write(json.dumps((now - begin, kind, path)) + "\n")
+        line = json.dumps((now - begin, kind, path)) + "\n"
+        with lock:
+            if state["on"]:
+                sink.write(line)
 
     sys.addaudithook(hook)
     from koordlet.cli import main
