@@ -48,7 +48,7 @@ class Bench:
 
 BENCHES = (
     Bench("agent_soak", "The whole agent on N pods × 2 containers, against a read floor (issues 24, 31)",
-          ("--pods", "0,100,250")),
+          ("--pods", "0,100,250", "--addr", "127.0.0.1:19318")),    # its own port: runs beside agent_soak_hour
     Bench("agent_soak_hour", "The whole agent for an hour on 250 pods × 2 containers (issue 31)",
           ("--pods", "250", "--seconds", "3600"), program="agent_soak", in_all=False),
     Bench("agent_memory", "The agent's memory outside the metric cache: no pods, and per container at 250 pods × 2 "
