@@ -245,9 +245,10 @@ class MemoryUsage(NamedTuple):
         return self.anon + self.file
 
 
-_V1_MEM_KEYS = (b"total_inactive_anon", b"total_active_anon", b"total_unevictable",
-                b"total_active_file", b"total_inactive_file")
-_V2_MEM_KEYS = (b"inactive_anon", b"active_anon", b"unevictable", b"active_file", b"inactive_file")
+# in the order the kernel prints them (consecutive lines on v1 and v2), so parse_fields splits them off in one go
+_V1_MEM_KEYS = (b"total_inactive_anon", b"total_active_anon", b"total_inactive_file", b"total_active_file",
+                b"total_unevictable")
+_V2_MEM_KEYS = (b"inactive_anon", b"active_anon", b"inactive_file", b"active_file", b"unevictable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +344,7 @@ class Cgroups:
         stat = read_bytes(files.memory_stat)
         usage = int(read_bytes(files.memory_usage))
         try:
-            ia, aa, ue, af, inf = parse_fields(stat, self._mem_keys)
+            ia, aa, inf, af, ue = parse_fields(stat, self._mem_keys)
         except KeyError as e:
             raise ValueError(f"{files.memory_stat}: missing {e.args[0].decode()}") from None
         return MemoryUsage(usage=usage, anon=ia + aa + ue, file=af + inf, inactive_file=inf)

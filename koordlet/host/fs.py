@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 
 _READ_SIZE = 65536
@@ -49,16 +50,23 @@ def read_text(path: str) -> str:
 def parse_fields(data: bytes, keys: tuple[bytes, ...]) -> list[int]:
     """The integer values of ``keys`` in a ``key value`` file (memory.stat, cpu.stat), in the order asked.
 
-    Only the asked lines are looked at (one search each) instead of splitting the whole file into a dict: memory.stat
-    has ~40 lines, read for every pod and container each second, and the collector needs five of them. A key is
-    searched from the end of the file (v1's ``total_*`` lines are its last ones) unless it is the first line; these
-    files name each key once. KeyError names a key that is absent; ValueError a value that is not an integer.
+    Only the asked lines are looked at instead of splitting the whole file into a dict: memory.stat has ~40 lines,
+    read for every pod and container each second, and the collector needs five of them. The first key's line is
+    found (searched from the end of the file unless it is the first line: v1's ``total_*`` lines are its last ones);
+    when the keys are exactly the lines from there on, in the order asked, one match takes them all, else each is
+    searched alone. These files name each key once. KeyError names a key that is absent; ValueError a value that is
+    not an integer.
     """
-    needles = _NEEDLES.get(keys)
-    if needles is None:
-        needles = _NEEDLES[keys] = tuple((key + b" ", b"\n" + key + b" ") for key in keys)
+    fields = _FIELDS.get(keys)
+    if fields is None:
+        fields = _FIELDS[keys] = _Fields(keys)
+    first, needle = fields.needles[0]
+    at = 0 if data.startswith(first) else data.rfind(needle) + 1     # absent: 0, where the run does not match
+    run = fields.run.match(data, at)
+    if run is not None:
+        return [int(value) for value in run.groups()]
     out = []
-    for first, needle in needles:
+    for first, needle in fields.needles:
         if data.startswith(first):
             start = len(first)
         else:
@@ -71,8 +79,17 @@ def parse_fields(data: bytes, keys: tuple[bytes, ...]) -> list[int]:
     return out
 
 
-#: parse_fields' search strings per key tuple: the callers' few constant tuples, built once instead of per call
-_NEEDLES: dict[tuple[bytes, ...], tuple[tuple[bytes, bytes], ...]] = {}
+class _Fields:
+    """What parse_fields looks for, per key tuple (the callers' few constant tuples), built once: each key's line
+    start, and the keys' lines one after the other (``key value`` each, one space, nothing else on the line)."""
+    __slots__ = ("needles", "run")
+
+    def __init__(self, keys: tuple[bytes, ...]) -> None:
+        self.needles = tuple((key + b" ", b"\n" + key + b" ") for key in keys)
+        self.run = re.compile(b"\n".join(re.escape(key) + rb" (\S+)" for key in keys) + rb"(?:\n|\Z)")
+
+
+_FIELDS: dict[tuple[bytes, ...], _Fields] = {}
 
 
 def reset_dir(path: str, mode: int) -> None:

@@ -32,3 +32,21 @@ def test_missing_key_and_bad_value_are_errors():
         parse_fields(b"nr_periods x1\n", (b"nr_periods",))
     with pytest.raises(ValueError):
         parse_fields(b"nr_periods \n", (b"nr_periods",))
+
+
+def test_consecutive_keys_and_every_other_layout_agree():
+    """Keys that are consecutive lines are split off in one go; any other layout is searched key by key, with the
+    same answers and the same errors."""
+    run = (b"total_inactive_anon", b"total_active_anon", b"total_unevictable", b"total_active_file")
+    assert parse_fields(V1_MEMORY_STAT, run) == [11, 22, 3, 44]
+    assert parse_fields(V1_MEMORY_STAT, run[::-1]) == [44, 3, 22, 11]
+    assert parse_fields(b"nr_periods 7\nnr_throttled 3\n", (b"nr_periods", b"nr_throttled")) == [7, 3]
+    assert parse_fields(b"a 1\nb 2 9\nc 3\n", (b"a", b"c")) == [1, 3]
+    with pytest.raises(ValueError):
+        parse_fields(b"a 1\nb 2 9\nc 3\n", (b"a", b"b"))         # a line with two values is no integer
+    with pytest.raises(KeyError):
+        parse_fields(b"a 1\nb\nc 3\n", (b"a", b"b"))          # "b" alone is no "b <value>" line
+    with pytest.raises(ValueError):
+        parse_fields(b"a 1\nb x\n", (b"a", b"b"))
+    with pytest.raises(KeyError):
+        parse_fields(b"a 1\nc 3\n", (b"b", b"c"))
