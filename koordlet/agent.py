@@ -41,6 +41,7 @@ from koordlet.component import (
     assess,
     build_enabled,
     running_as_root,
+    spread,
 )
 from koordlet.config import Config
 from koordlet.gcfreeze import FreezeAfterFullCollection
@@ -336,15 +337,20 @@ class Agent:
             loops.forever(f"watch-{watcher.what}", watcher.run)
         if cfg.collect_res_used_interval <= 0:
             log.warning("collect-res-used-interval=0: usage collection is disabled")
-        for collector_plugin, collector in self.collectors:
-            period = collector_plugin.period(cfg) if collector_plugin.period else 0.0
+        periods = [plugin.period(cfg) if plugin.period else 0.0 for plugin, _ in self.collectors]
+        qos_period = [cfg.reconcile_interval_seconds] if self.reconciler is not None else []
+        # the collectors and the reconcile each start at their own point of their period (component.spread)
+        offsets = iter(spread([period for period in periods if period > 0] + qos_period))
+        for (collector_plugin, collector), period in zip(self.collectors, periods, strict=True):
             if period > 0:
-                loops.every(collector_plugin.name, period, functools.partial(self.collect, collector, stop))
+                loops.every(collector_plugin.name, period, functools.partial(self.collect, collector, stop),
+                            next(offsets))
             if isinstance(collector, Background):
                 loops.forever(f"{collector_plugin.name}-watch", collector.run)
         if self.reconciler is not None:
-            reconciler = self.reconciler
-            loops.forever("qos", lambda s: reconciler.run(s, self.node.view, functools.partial(loops.beat, "qos")),
+            reconciler, offset = self.reconciler, next(offsets)
+            loops.forever("qos", lambda s: reconciler.run(s, self.node.view, functools.partial(loops.beat, "qos"),
+                                                          offset),
                           period=cfg.reconcile_interval_seconds)
         self.informer.sync()
         # long-lived objects out of the cyclic collector's way, so a full collection walks only what churns

@@ -56,13 +56,16 @@ class Reconciler:
         self.cycles += 1
 
     def run(self, stop: threading.Event, view: Callable[[], NodeView | None],
-            on_cycle: Callable[[], None] = lambda: None) -> None:
-        """Every interval until stop, or sooner when nudged; ``view`` returns None while the agent cannot decide
-        yet (no pods synced). Whoever sets ``stop`` calls :meth:`nudge` so the wait ends at once. ``on_cycle``
-        after each cycle, decided or skipped: the agent's progress stamp (a cycle that never returns is a stuck
-        loop, see :func:`koordlet.component.assess`)."""
+            on_cycle: Callable[[], None] = lambda: None, offset: float = 0.0) -> None:
+        """Every interval until stop, or sooner when nudged, the first cycle ``offset`` seconds after the start (see
+        :func:`koordlet.component.spread`); ``view`` returns None while the agent cannot decide yet (no pods synced).
+        Whoever sets ``stop`` calls :meth:`nudge` so the wait ends at once. ``on_cycle`` after each cycle, decided or
+        skipped: the agent's progress stamp (a cycle that never returns is a stuck loop, see
+        :func:`koordlet.component.assess`)."""
         names = ",".join(s.name for s in self.strategies)
         log.info("qos reconciler starting interval=%.1fs strategies=%s", self.interval, names)
+        if offset > 0 and stop.wait(offset):
+            return
         next_tick = time.monotonic()
         while not stop.is_set():
             try:

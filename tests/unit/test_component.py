@@ -5,12 +5,13 @@ from __future__ import annotations
 import http.client
 import logging
 import threading
+import time
 
 import pytest
 
 import nri_plugin.hooks as hooks
 from koordlet import collectors, qos, reporters, services
-from koordlet.component import Loops, Plugin, StartupError, build_enabled
+from koordlet.component import Loops, Plugin, StartupError, build_enabled, spread
 from koordlet.config import ALPHA_GATES, DEFAULT_GATES, build
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.metrics import AgentMetrics
@@ -108,6 +109,24 @@ def test_a_failing_step_is_counted_logged_once_and_the_loop_goes_on(caplog):
     assert caplog.text.count("loop step failed loop=flaky") == 1
     assert "loop recovered loop=flaky" in caplog.text
     assert not loop.thread.is_alive()
+
+
+def test_loops_of_one_period_start_spread_over_it():
+    assert spread([1.0, 1.0, 60.0, 1.0, 1.0]) == [0.0, 0.25, 0.0, 0.5, 0.75]
+    assert spread([2.0]) == [0.0]
+    assert spread([]) == []
+    stop, metrics = threading.Event(), AgentMetrics("n")
+    loops = Loops(stop, metrics)
+    started: dict[str, float] = {}
+    for name, offset in (("first", 0.0), ("later", 0.3)):
+        loops.every(name, 10.0, lambda name=name: started.setdefault(name, time.monotonic()), offset)
+    loops.start()
+    try:
+        assert wait_for(lambda: len(started) == 2, timeout=10)
+    finally:
+        stop.set()
+        loops.join(5)
+    assert started["later"] - started["first"] >= 0.25
 
 
 def test_a_long_running_target_that_raises_is_restarted():
