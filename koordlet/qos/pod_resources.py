@@ -69,12 +69,13 @@ class _PodUpdates:
     pod: list[Update | None]
     container: list[Update | None]
     sandbox: list[Update | None]
-    resources: tuple[tuple[str, frozenset[str]], ...] = field(init=False)
+    resources: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)    # levels without updates left out
 
     def __post_init__(self) -> None:
         levels = (("pod", self.pod), ("container", self.container), ("sandbox", self.sandbox))
-        object.__setattr__(self, "resources", tuple(
-            (level, frozenset(u.label for u in updates if u is not None)) for level, updates in levels))
+        distinct = ((level, tuple(dict.fromkeys(u.label for u in updates if u is not None)))
+                    for level, updates in levels)
+        object.__setattr__(self, "resources", tuple((level, labels) for level, labels in distinct if labels))
 
 
 class PodResources:
