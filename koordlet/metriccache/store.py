@@ -884,10 +884,18 @@ class MetricCache:
                 self._evict_locked()
             if lost:
                 log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
-            if self._conn is not None:
-                self._trim_disk(now)
+            full = self._trim_disk(now) if self._conn is not None else False
         if self._conn is not None:
             self._roll_up(_to_ms(now - self._memory_window) // ROLLUP_MS * ROLLUP_MS)
+            # measured after the roll-up, when the raw part on disk is at its smallest each time: measured before
+            # it, the raw part's ten-minute sawtooth (a few MiB at 500 containers) swamps the rollups' growth
+            with self._lock:
+                if self._conn is not None:
+                    try:
+                        _incremental_vacuum(self._conn)
+                        self._measure_history(now, full)
+                    except sqlite3.Error as e:
+                        log.error("metric cache history measure failed path=%s error=%s", self._db_path, e)
 
     def _roll_up(self, horizon: int) -> None:
         """Replace the raw chunks on disk older than ``horizon`` (beyond the memory window, so no query answers them
@@ -968,7 +976,8 @@ class MetricCache:
             log.debug("metric cache evicted idle series=%d left=%d on_disk=%s", len(victims), len(self._series),
                       on_disk)
 
-    def _trim_disk(self, now: float) -> None:
+    def _trim_disk(self, now: float) -> bool:
+        """Retention, ``max_bytes`` (whether it had to delete), orphan series, WAL checkpoint."""
         conn = self._conn
         assert conn is not None
         try:
@@ -980,12 +989,13 @@ class MetricCache:
             conn.execute("COMMIT")
             _incremental_vacuum(conn)
             full = self._enforce_max_bytes()
-            self._measure_history(now, full)
             self._drop_orphan_series()
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.Error as e:
             self._rollback()
             log.error("metric cache disk trim failed path=%s error=%s", self._db_path, e)
+            return False
+        return full
 
     def _measure_history(self, now: float, full: bool) -> None:
         """How far back the disk reaches, and how far ``max_bytes`` lets it reach at the rate data arrives: the
@@ -997,9 +1007,9 @@ class MetricCache:
         self._held = max(0.0, now - oldest / 1000) if oldest is not None else 0.0
         size = self._db_size()
         if full or self._full_logged:
-            # at the cap the file stays between 90 % and 100 % of max_bytes (each trim deletes down to 90 %): what
-            # it holds is what is on disk, scaled to a full file
-            self._holds = min(self._retention, self._held * self._max_bytes / max(size, 1))
+            # at the cap what it holds is what is on disk (each trim deletes down to 90 % of max_bytes, and a
+            # roll-up frees a few percent more, so scaling by the file's size would only add that sawtooth)
+            self._holds = min(self._retention, self._held)
             if not self._full_logged:
                 self._full_logged = True
                 log.warning("metric cache full: max_bytes holds %.1fh of history, not the %.1fh retention "
