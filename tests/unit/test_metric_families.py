@@ -202,3 +202,31 @@ def test_nri_events_map_to_upstreams_hook_stages(event, stage):
     got = [s.labels for s in _samples(m, "koordlet_runtime_hook_invoked_duration_milliseconds")
            if s.name.endswith("_count")]
     assert got == [{"node": N, "hook": "koordlet-py", "stage": stage, "status": "failed"}]
+
+
+def test_a_table_histogram_scrapes_as_prometheus_clients_histogram_of_the_same_observations():
+    """TableHistogram against prometheus_client's own Histogram, fed the same observations in the same run: the
+    same bucket, count and sum samples for every series (a value on a bucket bound counts in that bucket, as
+    ``le`` says), and no ``_created``."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from koordlet.metrics import MILLISECOND_BUCKETS, TableHistogram
+    ours_registry, peer_registry = CollectorRegistry(), CollectorRegistry()
+    ours = TableHistogram("h_ms", "help", ("level", "resource"), MILLISECOND_BUCKETS, ours_registry)
+    peer = Histogram("h_ms", "help", ("level", "resource"), buckets=MILLISECOND_BUCKETS, registry=peer_registry)
+    groups = [([("pod", "cpu"), ("pod", "memory")], 0.0), ([("pod", "cpu")], MILLISECOND_BUCKETS[2]),
+              ([("container", "cpu"), ("pod", "memory")], 7.25), ([("pod", "cpu")], 1e9), ([], 3.0)]
+    for series, value in groups:
+        ours.observe(series, value)
+        for labels in series:
+            peer.labels(*labels).observe(value)
+
+    def samples(registry: CollectorRegistry) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
+        return {(s.name, tuple(sorted(s.labels.items())), s.value)
+                for m in registry.collect() for s in m.samples if not s.name.endswith("_created")}
+
+    assert samples(ours_registry) == samples(peer_registry)
+    assert ours_registry.get_sample_value("h_ms_count", {"level": "pod", "resource": "cpu"}) == 3
+    assert ours_registry.get_sample_value("h_ms_bucket", {"level": "pod", "resource": "cpu",
+                                                          "le": "+Inf"}) == 3
+    assert not any(s.name.endswith("_created") for m in ours_registry.collect() for s in m.samples)
