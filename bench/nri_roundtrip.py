@@ -55,14 +55,14 @@ def serve(socket: str, known: int) -> None:
     from koordlet.states.node import NodeInfo
     from koordlet.states.nodestate import NodeView
     from koordlet.states.pod import pod_from_k8s
-    from nri_plugin.hooks import HookFeatures, Hooks
+    from nri_plugin.hooks import Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings
 
     cg = Cgroups(tf.mkdtemp(), CgroupVersion.V1, Driver.CGROUPFS)
     metas = tuple(meta_for(pod_from_k8s({"metadata": {"name": f"k{i}", "namespace": "ns", "uid": f"known-{i}"},
                                          "status": {"qosClass": "Burstable"}}), cg.layout) for i in range(known))
     view = NodeView(metas, slo(), (), None, NodeInfo("n"), ls_pools=POOLS)  # type: ignore[arg-type]
-    hooks = Hooks(HookFeatures(oom_score_adj=True), cg.layout, lambda: view)
+    hooks = Hooks({"cpuset", "batch", "group_identity", "oom_score_adj"}, cg.layout, lambda: view)
     plugin = NRIPlugin(PluginSettings(socket_path=socket, backoff_initial=0.05), hooks)
     plugin.start()
     sys.stdin.read()          # until the parent closes our stdin

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from koordlet.audit import AuditLog, event_of_owner
-from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS, Layout, parse_cpu_list
+from koordlet.host.cgroup import Cgroups, CgroupVersion, CgroupWrite, KubeQOS, Layout, parse_cpu_list
 from koordlet.host.fs import vanished
 from koordlet.logutil import LogOnce
 
@@ -335,6 +335,10 @@ class Executor:
             text = spec.to_v2(text)
         return Update(self.cgroups.path(spec.subsystem, rel, spec.v2_file), text, owner, reason, resource,
                       spec.merge, cacheable, keyed)
+
+    def writes(self, writes: Iterable[CgroupWrite], owner: str) -> list[Update | None]:
+        """The updates of the rules' desired cgroup writes (see :meth:`cgroup`), for ``owner``."""
+        return [self.cgroup(w.rel, w.resource, w.value, owner, w.reason) for w in writes]
 
     # --- applying ----------------------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ def _build(ctx: Context) -> NRIPlugin:
     """The plugin with hooks owning what the feature gates give the agent (the reconciler's rules)."""
     from hami_bridge.inject import HostLayout
     from koordlet.host.cgroup import KubeQOS
-    from nri_plugin.hooks import HookFeatures, Hooks
+    from nri_plugin.features import enabled
+    from nri_plugin.hooks import Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings, resolve_socket
     config = ctx.config
     try:
@@ -34,7 +35,7 @@ def _build(ctx: Context) -> NRIPlugin:
     except ValueError as e:
         raise StartupError(str(e)) from None
     layout = ctx.cgroups.layout
-    hooks = Hooks(HookFeatures.from_gates(config.gate), layout, ctx.view, executor=ctx.executor,
+    hooks = Hooks(enabled(config.gate), layout, ctx.view, executor=ctx.executor,
                   bvt=ctx.cgroups.has_file("cpu", layout.qos_dir(KubeQOS.GUARANTEED), "cpu.bvt_warp_ns"),
                   resctrl_root=ctx.paths.sys_fs("resctrl"), nudge=ctx.nudge,
                   hami=HostLayout(libvgpu=config.hami_core_library_directory_path), host=ctx.paths,

@@ -252,6 +252,17 @@ _V2_MEM_KEYS = (b"inactive_anon", b"active_anon", b"inactive_file", b"active_fil
 
 
 @dataclass(frozen=True, slots=True)
+class CgroupWrite:
+    """One desired value of one cgroup file, as plain data: the rules decide these, the executor (the one writer)
+    turns them into its updates. The file is named by its cgroup v1 resource name (``cpu.cfs_quota_us``), which
+    the executor translates for a v2 hierarchy; ``reason`` is the audit reason (the rule or hook that wants it)."""
+    rel: str                 # the cgroup, relative to the hierarchy's root
+    resource: str
+    value: int | str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class UsageFiles:
     """Absolute paths of the files one usage reading needs, computed once per cgroup, not per cycle."""
     cpu: str

@@ -51,17 +51,12 @@ from koordlet.host.cgroup import Cgroups
 from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.metrics import GaugeCycle
-from koordlet.rules.resources import (
-    ResourceStatus,
-    cpu_share_pod,
-    normalization_rule,
-    normalized_quota,
-    resource_status,
-)
+from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_quota
 from koordlet.states import nodeslo
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import CPUBurstStrategy
 from koordlet.states.nodestate import NodeView
+from koordlet.states.pod import NOT_PINNED, resource_status
 from koordlet.states.readings import CgroupReadings, CpuStat
 
 if TYPE_CHECKING:
@@ -479,9 +474,9 @@ def _pod_ratio(pod: Pod, norm: float | None) -> float:
     if norm is None or norm <= 1.0:
         return 1.0
     try:
-        status = resource_status(pod)
+        status = pod.decoded(resource_status)
     except DecodeError:
-        status = ResourceStatus()             # as the pod-resources strategy: treated as not pinned
+        status = NOT_PINNED                   # as the pod-resources strategy: treated as not pinned
     return norm if cpu_share_pod(pod, status) else 1.0
 
 

@@ -11,14 +11,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from koordlet.component import Plugin, host_probe
-from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import read_sysctl, sysctl_path
 from koordlet.logutil import LogOnce
-from koordlet.rules.cpu_qos import CPUQOSRule, class_pod_bvt, cpu_qos_rule, host_app_bvt, idle_values, pod_bvt
+from koordlet.rules.cpu_qos import CPUQOSRule, cpu_qos_rule, decided_pod_bvt, host_app_bvt, idle_values
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
 from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
@@ -91,12 +90,12 @@ class CPUQOS:
                    for q in KubeQOS]
         known: set[str] = set()
         for meta in view.pods:
-            try:
-                value = pod_bvt(rule, meta.pod)
+            value, refused = decided_pod_bvt(rule, meta.pod)
+            if refused is None:
                 self._bad.forget(meta.pod.uid)
-            except DecodeError as e:
-                value = class_pod_bvt(rule, meta.pod)
-                self._bad(meta.pod.uid, "pod %s: annotation %s; using the class value %d", meta.pod.key, e, value)
+            else:
+                self._bad(meta.pod.uid, "pod %s: annotation %s; using the class value %d", meta.pod.key, refused,
+                          value)
             owner = pod_owner(meta)
             known.add(meta.cgroup_dir)
             updates.append(executor.cgroup(meta.cgroup_dir, BVT, value, owner, REASON))

@@ -50,6 +50,7 @@ from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.quantity import milli
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
+from koordlet.states.pod import resource_status
 from koordlet.states.pools import all_cpus
 from koordlet.topology import format_cpu_list
 
@@ -289,19 +290,6 @@ def capacity_milli(view: NodeView, bad: LogOnce | None = None) -> int:
     return 1000 * len(view.topology.online)
 
 
-@decoder(wire.ANNOTATION_RESOURCE_STATUS)
-def resource_status_cpus(pod: Pod) -> tuple[set[int], bool]:
-    """CPUs of the pod's ``scheduling.koordinator.sh/resource-status`` and whether it pins anything at all
-    (a cpuset or NUMA node resources); DecodeError on a malformed annotation."""
-    key = wire.ANNOTATION_RESOURCE_STATUS
-    raw = pod.annotations.get(key)
-    if not raw:
-        return set(), False
-    doc = decode.json_object(key, raw)
-    cpus = set(decode.cpu_list(key, doc.get("cpuset") or "", "cpuset"))
-    return cpus, bool(cpus) or bool(doc.get("numaNodeResources"))
-
-
 def _system_exclusive(view: NodeView) -> set[int]:
     """``NodeView.system_cpus`` when the system-qos-resource cpuset is exclusive (its default)."""
     raw = view.node.annotations.get(wire.ANNOTATION_SYSTEM_QOS_RESOURCE)
@@ -423,7 +411,7 @@ class CPUSuppress:
 
     def _pod_cpus(self, meta: PodMeta) -> set[int]:
         try:
-            return resource_status_cpus(meta.pod)[0]
+            return set(meta.pod.decoded(resource_status).cpus)
         except DecodeError as e:
             self._bad(f"status/{meta.pod.uid}", "pod %s annotation %s; its cpuset is ignored", meta.pod.key, e)
             return set()
@@ -495,7 +483,7 @@ class CPUSuppress:
         pinned = []
         for meta in view.pods:
             try:
-                if resource_status_cpus(meta.pod)[1]:
+                if meta.pod.decoded(resource_status).pinned:
                     pinned.append(meta.cgroup_dir)
             except DecodeError:
                 continue

@@ -25,33 +25,24 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from koordlet import wire
 from koordlet.component import Context, Plugin
-from koordlet.decode import DecodeError
 from koordlet.executor import Executor, Update
 from koordlet.logutil import LogOnce
+from koordlet.rules.pod_plan import PlanRule, PodPlan, consequence, plan_pod
 from koordlet.rules.resources import (
     REASON_BATCH,
     REASON_CPUSET,
     REASON_NORMALIZATION,
-    ResourceStatus,
-    Settings,
     SettingsRule,
-    batch_members,
     batch_quota_enabled,
-    cgroup_updates,
-    container_settings,
-    cpu_share_pod,
+    cgroup_writes,
     host_app_cpuset,
     normalization_ratio,
     normalization_rule,
-    normalized_pod_quota,
-    normalized_quota,
-    pod_settings,
-    resource_status,
 )
 from koordlet.states.informer import PodMeta, pod_owner
 from koordlet.states.nodestate import NodeView
@@ -61,6 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+REPORTED = (wire.ANNOTATION_RESOURCE_STATUS,)      # the refused annotations this strategy logs (see plan)
+
 
 @dataclass(frozen=True)
 class _PodUpdates:
@@ -69,6 +62,7 @@ class _PodUpdates:
     pod: list[Update | None]
     container: list[Update | None]
     sandbox: list[Update | None]
+    ok: bool = True                      # every annotation the plan read was decoded (the metric's status)
     resources: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)    # levels without updates left out
 
     def __post_init__(self) -> None:
@@ -86,8 +80,9 @@ class PodResources:
         self.cpuset, self.batch, self.normalization = cpuset, batch, normalization
         self._normalized = False                # quotas divided by a ratio > 1 are in place (restore when it goes)
         self._metrics = metrics
-        self._undecodable: set[str] = set()     # pods whose resource-status annotation did not decode
         self._bad = LogOnce(log)
+        self._refused = LogOnce(log)            # "<pod uid>/<annotation>": a pod's refused annotations
+        self._uids: frozenset[str] = frozenset()
         self._sandboxes: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}   # pod dir -> (ids, sandbox dirs)
         # the last cycle's updates per pod dir, with the PodMeta they came from: reused while the pod object is the
         # same one (the informer makes new ones at each sync) and the node-wide inputs have not changed
@@ -127,7 +122,10 @@ class PodResources:
             del self._sandboxes[gone]
         for gone in set(self._memo) - live:
             del self._memo[gone]
-        self._undecodable &= {meta.pod.uid for meta in view.pods}
+        uids = frozenset(meta.pod.uid for meta in view.pods)
+        if uids != self._uids:
+            self._uids = uids
+            self._refused.keep_only(f"{uid}/{key}" for uid in uids for key in REPORTED)
         for app in view.host_apps:
             cpuset = host_app_cpuset(app.qos, view) if self.cpuset else None
             if cpuset is not None:
@@ -137,23 +135,22 @@ class PodResources:
 
     def _updates(self, meta: PodMeta, view: NodeView, executor: Executor, quota_on: bool, ratio: float,
                  norm: float | None) -> _PodUpdates:
-        pod_s, per_container = self.desired(meta, view, quota_on, ratio, norm)
-        cpuset = per_container[0][1].cpuset if per_container else None
-        sandboxes = self._sandbox_dirs(meta, executor) if cpuset is not None else ()
+        plan = self.plan(meta, view, quota_on, ratio, norm)
+        sandboxes = self._sandbox_dirs(meta, executor) if plan.sandbox.cpuset is not None else ()
         owner = pod_owner(meta)
         # the audit reason of the quota writes: upstream's hook name for the pods CPUNormalization scales
         reason = REASON_NORMALIZATION if norm is not None and self._cpu_share_class(meta) else REASON_BATCH
         return _PodUpdates(
-            cgroup_updates(executor, meta.cgroup_dir, pod_s, owner, reason),
-            [u for rel, s in per_container for u in cgroup_updates(executor, rel, s, owner, reason)],
-            [u for rel in sandboxes for u in cgroup_updates(executor, rel, Settings(cpuset=cpuset), owner,
-                                                              REASON_BATCH)])
+            executor.writes(cgroup_writes(meta.cgroup_dir, plan.pod, reason), owner),
+            executor.writes([w for (_, rel), s in zip(meta.containers, plan.containers, strict=True)
+                             for w in cgroup_writes(rel, s, reason)], owner),
+            executor.writes([w for rel in sandboxes for w in cgroup_writes(rel, plan.sandbox, REASON_BATCH)], owner),
+            ok=not plan.problems)
 
     def _timed(self, meta: PodMeta, seconds: float, updates: _PodUpdates) -> None:
         assert self._metrics is not None
-        ok = meta.pod.uid not in self._undecodable
         for level, resources in updates.resources:
-            self._metrics.hook_reconciled(level, resources, ok, seconds)
+            self._metrics.hook_reconciled(level, resources, updates.ok, seconds)
 
     def _normalization_ratio(self, view: NodeView) -> float | None:
         """The CPUNormalization ratio of this cycle: None when the gate is off or the node has none; 1.0 for one
@@ -178,32 +175,23 @@ class PodResources:
     def _cpu_share_class(meta: PodMeta) -> bool:
         return meta.pod.raw_qos_class in (wire.QOS_LS, wire.QOS_NONE)
 
-    def desired(self, meta: PodMeta, view: NodeView, quota_on: bool = True, ratio: float = 1.0,
-                norm: float | None = None) -> tuple[Settings, list[tuple[str, Settings]]]:
-        """Pod settings and (container dir, settings) for its started containers (pure: no kernel reads);
-        ``norm``: the CPUNormalization ratio (None: off)."""
-        pod = meta.pod
-        try:
-            status = resource_status(pod)
-            self._bad.forget(pod.uid)
-            self._undecodable.discard(pod.uid)
-        except DecodeError as e:
-            self._undecodable.add(pod.uid)
-            self._bad(pod.uid, "pod %s: annotation %s; treated as not pinned", pod.key, e)
-            status = ResourceStatus()
-        rule = SettingsRule(self.cpuset, self.batch, quota_on, ratio)
-        members = batch_members(pod, tuple(c for c, _ in meta.containers))
-        pod_rule = rule if members is not None else replace(rule, batch=False)
-        pod_s = pod_settings(pod_rule, pod, members or (), status)
-        per_container = [(rel, container_settings(rule, pod, c, status, view)) for c, rel in meta.containers]
-        if norm is not None and cpu_share_pod(pod, status):
-            pod_quota = normalized_pod_quota(pod, norm)
-            if pod_s.cfs_quota is None and pod_quota is not None:
-                pod_s = replace(pod_s, cfs_quota=pod_quota)
-            per_container = [(rel, replace(s, cfs_quota=normalized_quota(c.resources.cpu_limit, norm))
-                              if s.cfs_quota is None and c.known and c.resources.cpu_limit > 0 else s)
-                             for (rel, s), (c, _) in zip(per_container, meta.containers, strict=True)]
-        return pod_s, per_container
+    def plan(self, meta: PodMeta, view: NodeView, quota_on: bool = True, ratio: float = 1.0,
+             norm: float | None = None) -> PodPlan:
+        """The pod's plan for its started containers (pure: no kernel reads); ``norm``: the CPUNormalization ratio
+        (None: off). A refused annotation is logged once per pod and annotation."""
+        rule = PlanRule(SettingsRule(self.cpuset, self.batch, quota_on, ratio), norm)
+        plan = plan_pod(rule, meta.pod, tuple(c for c, _ in meta.containers), view)
+        # the extended-resource-spec is the pod source's to report (it reads it for the containers' resources) and
+        # the NRI hooks' at creation: one line per pod, not one more from here
+        refused = {e.key for e in plan.problems if e.key != wire.ANNOTATION_EXTENDED_RESOURCE_SPEC}
+        for key in REPORTED:
+            if key not in refused:
+                self._refused.forget(f"{meta.pod.uid}/{key}")
+        for e in plan.problems:
+            if e.key in refused:
+                self._refused(f"{meta.pod.uid}/{e.key}", "pod %s: annotation %s; %s", meta.pod.key, e,
+                              consequence(e))
+        return plan
 
     def _sandbox_dirs(self, meta: PodMeta, executor: Executor) -> tuple[str, ...]:
         """The pause container's dir: the child of the pod dir that no started container owns. The pod dir is

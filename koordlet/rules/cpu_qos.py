@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from koordlet import decode, wire
-from koordlet.decode import decoder
+from koordlet.decode import DecodeError, decoder
 from koordlet.host.cgroup import KubeQOS
 from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
@@ -125,6 +125,14 @@ def pod_bvt(rule: CPUQOSRule, pod: Pod) -> int:
     if not enable:
         return NONE_BVT
     return gi if gi is not None else value
+
+
+def decided_pod_bvt(rule: CPUQOSRule, pod: Pod) -> tuple[int, DecodeError | None]:
+    """The pod's bvt value, and the DecodeError of its refused annotation (then the class value)."""
+    try:
+        return pod_bvt(rule, pod), None
+    except DecodeError as e:
+        return class_pod_bvt(rule, pod), e
 
 
 def host_app_bvt(rule: CPUQOSRule, qos: str) -> int:

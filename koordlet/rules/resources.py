@@ -14,11 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordlet import decode, wire
-from koordlet.decode import decoder
-from koordlet.executor import Executor, Update
-from koordlet.host.cgroup import KubeQOS
-from koordlet.states.pod import Container, Pod, extended_resource_spec
+from koordlet import wire
+from koordlet.host.cgroup import CgroupWrite, KubeQOS
+from koordlet.states.pod import Container, Pod, ResourceStatus
 from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
 CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
 MIN_QUOTA_US = 1000
-MAX_NUMA_NODES = 1024         # the kernel's MAX_NUMNODES at its largest (NODES_SHIFT 10): more entries name nothing
 
 
 @dataclass(frozen=True)
@@ -38,37 +35,6 @@ class Settings:
     cpu_shares: int | None = None
     cfs_quota: int | None = None          # µs per 100 ms period; -1 unlimited
     memory_limit: int | None = None       # bytes; -1 unlimited
-
-
-@dataclass(frozen=True)
-class ResourceStatus:
-    """The scheduler's ``scheduling.koordinator.sh/resource-status`` annotation, the parts enforcement needs."""
-    cpuset: str = ""
-    numa_nodes: tuple[int, ...] = ()      # NUMA nodes holding a CPU allocation (NUMA-aware share pools)
-
-
-@decoder(wire.ANNOTATION_RESOURCE_STATUS)
-def resource_status(pod: Pod) -> ResourceStatus:
-    """Parse the annotation; DecodeError names what is wrong (the caller logs it and treats the pod as unpinned)."""
-    raw = pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
-    return _resource_status(raw) if raw else ResourceStatus()
-
-
-@decode.per_text()
-def _resource_status(raw: str) -> ResourceStatus:
-    key = wire.ANNOTATION_RESOURCE_STATUS
-    doc = decode.json_object(key, raw)
-    cpus = decode.cpu_list(key, doc.get("cpuset") or "", "cpuset")
-    nodes = []
-    entries = decode.array(key, doc.get("numaNodeResources") or None, "numaNodeResources", max_items=MAX_NUMA_NODES)
-    for i, entry in enumerate(entries):
-        where = f"numaNodeResources[{i}]"
-        entry = decode.obj(key, entry, where, null=False)
-        node = decode.integer(key, entry.get("node"), f"{where}.node")
-        res = decode.obj(key, entry.get("resources") or None, f"{where}.resources")
-        if any(decode.quantity(key, res.get(k) or 0, f"{where}.resources[{k}]") > 0 for k in ("cpu", wire.BATCH_CPU)):
-            nodes.append(node)
-    return ResourceStatus(format_cpu_list(cpus) if cpus else "", tuple(nodes))
 
 
 def _pool(pools: Mapping[int, tuple[int, ...]], nodes: tuple[int, ...] | None = None) -> str:
@@ -193,23 +159,6 @@ def app_containers(pod: Pod, containers: tuple[Container, ...]) -> tuple[Contain
     return known if regular and regular <= {c.name for c in known} else None
 
 
-def batch_members(pod: Pod, started: tuple[Container, ...]) -> tuple[Container, ...] | None:
-    """The containers a pod's batch sums run over: its started application containers and, for the ones not
-    started yet, the extended-resource-spec annotation's entries. That is what the RunPodSandbox hook sums, so a
-    pod whose containers are not up yet keeps the values the hook gave it instead of flapping to "unlimited" and
-    back. None when the members cannot be told, or nothing at all is known of them (then: leave the pod alone)."""
-    apps = app_containers(pod, started)
-    if apps is None:
-        return None
-    try:
-        declared = extended_resource_spec(pod.annotations)
-    except decode.DecodeError:       # logged by whoever reads it for the containers; the spec alone counts here
-        declared = {}
-    names = {c.name for c in apps}
-    members = apps + tuple(Container(name, "", "", res) for name, res in declared.items() if name not in names)
-    return members or None
-
-
 def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool = True,
               ratio: float = 1.0) -> Settings:
     """Pod level: Σ of the containers; unlimited as soon as one container is unlimited; left alone when the
@@ -266,15 +215,16 @@ REASON_CPUSET, REASON_BATCH = "cpuset", "batch-resource"
 REASON_NORMALIZATION = "CPUNormalization"          # upstream's hook name, the reason of its writes
 
 
-def cgroup_updates(executor: Executor, rel: str, s: Settings, owner: str, reason: str) -> list[Update | None]:
-    """The executor updates for one cgroup's settings (the reconciler and the NRI sandbox hook share this)."""
-    out: list[Update | None] = []
+def cgroup_writes(rel: str, s: Settings, reason: str) -> list[CgroupWrite]:
+    """The desired writes of one cgroup's settings (the cpuset under its own audit reason)."""
+    out = []
     if s.cpuset is not None:
-        out.append(executor.cgroup(rel, "cpuset.cpus", s.cpuset, owner, REASON_CPUSET))
+        out.append(CgroupWrite(rel, "cpuset.cpus", s.cpuset, REASON_CPUSET))
     if s.cpu_shares is not None:
-        out.append(executor.cgroup(rel, "cpu.shares", s.cpu_shares, owner, reason))
+        out.append(CgroupWrite(rel, "cpu.shares", s.cpu_shares, reason))
     if s.cfs_quota is not None:
-        out.append(executor.cgroup(rel, "cpu.cfs_quota_us", s.cfs_quota, owner, reason))
+        out.append(CgroupWrite(rel, "cpu.cfs_quota_us", s.cfs_quota, reason))
     if s.memory_limit is not None:
-        out.append(executor.cgroup(rel, "memory.limit_in_bytes", s.memory_limit, owner, reason))
+        out.append(CgroupWrite(rel, "memory.limit_in_bytes", s.memory_limit, reason))
     return out
+

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from koordlet import decode, wire
-from koordlet.decode import decoder
+from koordlet.decode import DecodeError, decoder
 from koordlet.host.cgroup import KubeQOS, check_pod_uid, parse_container_id
 from koordlet.quantity import parse_quantity
 from koordlet.states.deviceallocation import resource_name
+from koordlet.topology import format_cpu_list
+
+T = TypeVar("T")
+MAX_NUMA_NODES = 1024    # the kernel's MAX_NUMNODES at its largest (NODES_SHIFT 10): more entries name nothing
 
 _KUBE_TO_KOORD = {KubeQOS.GUARANTEED: wire.QOS_LSR, KubeQOS.BURSTABLE: wire.QOS_LS,
                   KubeQOS.BESTEFFORT: wire.QOS_BE}
@@ -90,6 +94,29 @@ class Pod:
     # Σ batch-*/mid-* requests of the containers and sidecars (upstream's GetRequestTypeAndValueFromPod): cpu in
     # milli-cores, memory in bytes; keyed by the resource name (wire.BATCH_CPU, ...), absent when 0
     extended_requests: Mapping[str, int] = field(default_factory=dict)
+    # decoded annotations of this version of the pod (see decoded): not part of what the pod is
+    _decoded: dict[Callable[[Pod], object], object] = field(default_factory=dict, init=False, repr=False,
+                                                            compare=False)
+
+    def decoded(self, decoder: Callable[[Pod], T]) -> T:
+        """``decoder(self)``, decoded once for this version of the pod.
+
+        A Pod is one version of a pod: the pod sources make a new object when the pod changes and keep the old one
+        while it does not, so the strategies that read an annotation every cycle, and the NRI hooks between
+        cycles, share one decoding of it. A refused annotation's DecodeError is kept too and raised again each
+        time (the caller logs it once and drops that part of the pod)."""
+        memo = self._decoded
+        try:
+            found = memo[decoder]
+        except KeyError:
+            try:
+                found = decoder(self)
+            except DecodeError as e:
+                found = e
+            memo[decoder] = found
+        if isinstance(found, DecodeError):
+            raise found.with_traceback(None)
+        return found  # type: ignore[return-value]
 
     @property
     def key(self) -> str:
@@ -239,6 +266,44 @@ def _extended_resource_spec(raw: str) -> tuple[tuple[str, Resources], ...]:
         except ValueError as e:
             raise decode.DecodeError(key, f"{where}: {e}") from None
     return tuple(out.items())
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceStatus:
+    """The scheduler's ``scheduling.koordinator.sh/resource-status`` annotation (koord-scheduler's
+    ``pkg/scheduler/plugins/nodenumaresource``: ``ResourceStatus``), as enforcement needs it."""
+    cpuset: str = ""                      # the CPUs it pinned, in the kernel's list format ("" for none)
+    cpus: tuple[int, ...] = ()
+    numa_nodes: tuple[int, ...] = ()      # NUMA nodes holding a CPU allocation (NUMA-aware share pools)
+    pinned: bool = False                  # a cpuset or any NUMA node resources at all
+
+
+NOT_PINNED = ResourceStatus()
+
+
+@decoder(wire.ANNOTATION_RESOURCE_STATUS)
+def resource_status(pod: Pod) -> ResourceStatus:
+    """The pod's resource-status (NOT_PINNED when absent); DecodeError names what is wrong, and the caller treats
+    the pod as not pinned. Read it through ``pod.decoded(resource_status)``: once per pod version."""
+    raw = pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
+    return _resource_status(raw) if raw else NOT_PINNED
+
+
+@decode.per_text()
+def _resource_status(raw: str) -> ResourceStatus:
+    key = wire.ANNOTATION_RESOURCE_STATUS
+    doc = decode.json_object(key, raw)
+    cpus = tuple(sorted(set(decode.cpu_list(key, doc.get("cpuset") or "", "cpuset"))))
+    nodes = []
+    entries = decode.array(key, doc.get("numaNodeResources") or None, "numaNodeResources", max_items=MAX_NUMA_NODES)
+    for i, entry in enumerate(entries):
+        where = f"numaNodeResources[{i}]"
+        entry = decode.obj(key, entry, where, null=False)
+        node = decode.integer(key, entry.get("node"), f"{where}.node")
+        res = decode.obj(key, entry.get("resources") or None, f"{where}.resources")
+        if any(decode.quantity(key, res.get(k) or 0, f"{where}.resources[{k}]") > 0 for k in ("cpu", wire.BATCH_CPU)):
+            nodes.append(node)
+    return ResourceStatus(format_cpu_list(cpus) if cpus else "", cpus, tuple(nodes), bool(cpus) or bool(entries))
 
 
 def spec_containers(spec: Mapping[str, Any]) -> tuple[SpecContainer, ...]:

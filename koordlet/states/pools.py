@@ -25,6 +25,7 @@ from koordlet.quantity import milli
 from koordlet.states.informer import PodMeta
 from koordlet.states.kubelet import KubeletCPUConfig
 from koordlet.states.node import NodeInfo
+from koordlet.states.pod import resource_status
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +91,10 @@ def take_by_topology(topo: Topology, count: int) -> list[int]:
 
 def pinned_cpus(meta: PodMeta, bad: LogOnce) -> set[int]:
     """The cpuset koord-scheduler gave the pod (``resource-status``); a malformed value costs only this pod."""
-    raw = meta.pod.annotations.get(wire.ANNOTATION_RESOURCE_STATUS)
-    if not raw:
-        return set()
-    key = wire.ANNOTATION_RESOURCE_STATUS
     try:
-        doc = decode.json_object(key, raw)
-        return set(decode.cpu_list(key, doc.get("cpuset") or "", "cpuset"))
+        return set(meta.pod.decoded(resource_status).cpus)
     except decode.DecodeError as e:
-        bad(meta.pod.uid, "pod %s annotation %s: %s; its cpuset is ignored", meta.pod.key, key, e.problem)
+        bad(meta.pod.uid, "pod %s annotation %s: %s; its cpuset is ignored", meta.pod.key, e.key, e.problem)
         return set()
 
 

@@ -17,8 +17,9 @@ import pytest
 from doubles.nriruntime import FakeRuntime, TTRPCError
 from koordlet._proto.nri import api_pb2 as api
 from koordlet.metrics import AgentMetrics
-from nri_plugin.hooks import HookFeatures, Hooks
+from nri_plugin.hooks import Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
+from tests.hookfeatures import hook_features
 from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox, view
 from tests.unit.test_qos_strategies import fake_host
 from tests.waits import wait_for
@@ -46,7 +47,7 @@ class Harness:
         self.runtimes.append(rt)
         return rt
 
-    def plugin(self, features: HookFeatures = HookFeatures(oom_score_adj=True),
+    def plugin(self, features: frozenset[str] = hook_features("oom_score_adj"),
                view: Callable[[], object] | None = None, hooks_kw: dict | None = None, **settings) -> NRIPlugin:
         hooks = Hooks(features, self.cgroups.layout, view or (lambda: self.view),  # type: ignore[arg-type]
                       **(hooks_kw or {}))
@@ -134,7 +135,7 @@ def test_a_hami_core_pod_gets_the_upstream_env_and_mounts(h, tmp_path):
     (tmp_path / "vgpu" / "libvgpu.so").write_bytes(b"\x7fELF")
     (tmp_path / "vgpulock").mkdir()
     rt = h.runtime()
-    h.plugin(HookFeatures(gpu_env=True), hooks_kw={"hami": host})
+    h.plugin(hook_features("gpu_env"), hooks_kw={"hami": host})
     ready(rt)
     uid = "77777777-2222-3333-4444-555555555555"
     allocated = {"gpu": [{"minor": 1, "id": "GPU-5b1f", "resources": {

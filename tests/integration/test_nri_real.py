@@ -19,8 +19,9 @@ from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
-from nri_plugin.hooks import HookFeatures, Hooks
+from nri_plugin.hooks import Hooks
 from tests.builders import pod_object
+from tests.hookfeatures import hook_features
 from tests.integration.test_nri_plugin import Harness
 from tests.integration.test_qos_real import host, kernel
 from tests.realcgroup import IDLE, cpus_allowed
@@ -77,7 +78,7 @@ def test_created_container_cgroup_holds_what_the_hook_promised(real_tree, tmp_pa
     harness = Harness(tmp_path)
     try:
         rt = harness.runtime()
-        hooks = Hooks(HookFeatures(), layout, lambda: current["view"], executor=executor)
+        hooks = Hooks(hook_features(), layout, lambda: current["view"], executor=executor)
         from nri_plugin.plugin import NRIPlugin, PluginSettings
         plugin = NRIPlugin(PluginSettings(socket_path=harness.socket, backoff_initial=0.1), hooks)
         plugin.start()

@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-import nri_plugin.hooks as hooks
 from koordlet import collectors, qos, reporters, services
 from koordlet.component import Loops, Plugin, StartupError, build_enabled, spread
 from koordlet.config import ALPHA_GATES, DEFAULT_GATES, build
@@ -19,6 +18,7 @@ from koordlet.server import HttpServer
 from koordlet.states.informer import PodsInformer, meta_for
 from koordlet.states.nodestate import NodeState
 from koordlet.states.pod import pod_from_k8s
+from nri_plugin.features import FEATURES
 from tests.builders import pod_object
 from tests.fakehost import FakeHost
 from tests.waits import wait_for
@@ -46,7 +46,8 @@ def test_every_registered_component_names_real_gates_and_a_unique_name():
     for plugins in REGISTRIES.values():
         for plugin in plugins:
             assert set(plugin.gates) <= set(DEFAULT_GATES), (plugin.name, plugin.gates)
-    assert set(hooks.FEATURE_GATES.values()) <= set(DEFAULT_GATES)
+    assert {f.gate for f in FEATURES} <= set(DEFAULT_GATES)
+    assert len({f.name for f in FEATURES}) == len(FEATURES)
 
 
 def test_a_plugin_is_on_when_any_of_its_gates_is_and_its_options_allow():

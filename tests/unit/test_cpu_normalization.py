@@ -10,10 +10,11 @@ from koordlet.executor import Executor
 from koordlet.metriccache import MetricCache
 from koordlet.qos.cpu_burst import CPUBurst
 from koordlet.qos.pod_resources import PodResources
-from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_pod_quota, resource_status
+from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_pod_quota
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
+from koordlet.states.pod import resource_status
 from tests.unit.test_qos_rules import pod, slo
 from tests.unit.test_qos_strategies import build, fake_host, value, with_uid
 

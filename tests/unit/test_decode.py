@@ -25,14 +25,16 @@ from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
 from koordlet.quantity import MAX_EXPONENT, parse_quantity
-from koordlet.rules import cpu_qos, oom, resources
+from koordlet.rules import cpu_qos, oom
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, extended_resource_spec
-from nri_plugin.hooks import HookFeatures, Hooks
+from koordlet.states.pod import resource_status as pod_resource_status
+from nri_plugin.hooks import Hooks
 from tests.budget import within_budget
+from tests.hookfeatures import hook_features
 from tests.unit.test_nri_hooks import be_spec, container, hooks, sandbox
 from tests.unit.test_nri_hooks import resources as adjusted
 from tests.unit.test_nri_hooks import view as hook_view
@@ -75,8 +77,7 @@ QOS_STRATEGY = merge_node_slo_spec(None)[0].resource_qos
 # every annotation parser: (annotation key, call with the raw value); each raises DecodeError naming the key or
 # returns its value, and nothing else
 PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "resource_status": (STATUS, lambda raw: resources.resource_status(mkpod({STATUS: raw}))),
-    "resource_status_cpus": (STATUS, lambda raw: cpu_suppress.resource_status_cpus(mkpod({STATUS: raw}))),
+    "resource_status": (STATUS, lambda raw: pod_resource_status(mkpod({STATUS: raw}))),
     "pod_bvt": (wire.ANNOTATION_POD_CPU_QOS,
                 lambda raw: cpu_qos.pod_bvt(RULE, mkpod({wire.ANNOTATION_POD_CPU_QOS: raw}))),
     "oom_score_adj_spec": (wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, lambda raw: oom.container_oom_score_adj(
@@ -345,7 +346,7 @@ def test_bad_cpu_qos_annotation_costs_only_that_pods_annotation(tmp_path, caplog
 
 @pytest.mark.parametrize("bad_status", [NUMA_INT, DEEP], ids=["numa-int", "deep"])
 def test_nri_bad_resource_status_loses_only_the_pin(tmp_path, caplog, bad_status):
-    h = hooks(tmp_path, hook_view(), features=HookFeatures(oom_score_adj=True))
+    h = hooks(tmp_path, hook_view(), features=hook_features("oom_score_adj"))
     bad = sandbox("u-bad", "BE", "besteffort", {STATUS: bad_status, **be_spec("c0"),
                                                  wire.ANNOTATION_OOM_SCORE_ADJ: "500"}, name="bad")
     other = sandbox("u-other", "LSR", "guaranteed", {STATUS: '{"cpuset": "4-5"}'})
@@ -362,7 +363,7 @@ def test_nri_bad_resource_status_loses_only_the_pin(tmp_path, caplog, bad_status
     (wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, {"oom"}),
 ])
 def test_nri_other_hostile_annotations_lose_only_their_part(tmp_path, annotation, lost):
-    h = hooks(tmp_path, hook_view(), features=HookFeatures(oom_score_adj=True))
+    h = hooks(tmp_path, hook_view(), features=hook_features("oom_score_adj"))
     full = {**be_spec("c0"), wire.ANNOTATION_OOM_SCORE_ADJ_SPEC: '{"c0": 500}'}
     whole = sandbox("u-whole", "BE", "besteffort", full)
     want = adjusted(h.create_container(whole, container(whole)))
@@ -374,7 +375,7 @@ def test_nri_other_hostile_annotations_lose_only_their_part(tmp_path, annotation
 
 def test_nri_sandbox_with_bad_cpu_qos_gets_the_class_bvt(tmp_path):
     _, cg, _ = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
-    h = Hooks(HookFeatures(), cg.layout, lambda: hook_view(ls=ALL_ON), Executor(cg), bvt=True)
+    h = Hooks(hook_features(), cg.layout, lambda: hook_view(ls=ALL_ON), Executor(cg), bvt=True)
     bad = sandbox("u-bad", "LS", annotations={wire.ANNOTATION_POD_CPU_QOS: DEEP})
     mkcg(cg, "kubepods/burstable/podu-bad", ("cpu.bvt_warp_ns",))
     h.run_pod_sandbox(bad)
@@ -468,12 +469,12 @@ def test_property_cpu_list_raises_only_value_error_and_ids_are_in_range(raw):
 
 def test_valid_annotations_decode_as_before():
     """The shapes the scheduler and users write, through the routed parsers (values as before the decoder)."""
-    status = resources.resource_status(mkpod({STATUS: json.dumps(
+    status = pod_resource_status(mkpod({STATUS: json.dumps(
         {"cpuset": "5,4", "numaNodeResources": [{"node": 1, "resources": {"cpu": "2"}}, {"node": 0}]})}))
     assert (status.cpuset, status.numa_nodes) == ("4-5", (1,))
-    assert resources.resource_status(mkpod({STATUS: '{"cpuset": "", "numaNodeResources": null}'})).cpuset == ""
+    assert pod_resource_status(mkpod({STATUS: '{"cpuset": "", "numaNodeResources": null}'})).cpuset == ""
     with pytest.raises(DecodeError, match="more than 1024 entries"):
-        resources.resource_status(mkpod({STATUS: json.dumps({"numaNodeResources": [{"node": 0}] * 1025})}))
+        pod_resource_status(mkpod({STATUS: json.dumps({"numaNodeResources": [{"node": 0}] * 1025})}))
     alloc = parse_device_allocated(json.dumps({"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-core": "50"},
                                                          "id": "GPU-x"}], "rdma": None}))
     assert alloc["gpu"][0].minor == 1 and alloc["gpu"][0].resources == {"koordinator.sh/gpu-core": 50}

@@ -238,13 +238,14 @@ def test_blkio_counts_its_read_of_the_nodes_local_storage(tmp_path):
 
 
 def test_nri_hooks_record_the_oom_score_adj_they_set_and_the_plugin_times_each_event(tmp_path):
-    from nri_plugin.hooks import HookFeatures, Hooks
+    from nri_plugin.hooks import Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings
+    from tests.hookfeatures import hook_features
     from tests.unit.test_nri_hooks import container, sandbox, view
     from tests.unit.test_qos_strategies import fake_host
     _paths, cg, _ = fake_host(tmp_path, files=())
     m = AgentMetrics(N)
-    hooks = Hooks(HookFeatures(oom_score_adj=True), cg.layout, lambda: view(), metrics=m)
+    hooks = Hooks(hook_features("oom_score_adj"), cg.layout, lambda: view(), metrics=m)
     pod = sandbox("u-oom", "LS", annotations={"koordinator.sh/oom-score-adj": "-500"}, name="web")
     plugin = NRIPlugin(PluginSettings(socket_path="/nonexistent/nri.sock"), hooks, m)
 

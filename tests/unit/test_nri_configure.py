@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 
 from doubles.nriruntime import FakeRuntime
 from koordlet._proto.nri import api_pb2 as api
-from nri_plugin.hooks import HookFeatures, Hooks
+from nri_plugin.hooks import Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
 from nri_plugin.runtimeconfig import VALID_EVENTS, ConfigError, parse_event_mask, subscription
 from nri_plugin.transport.ttrpc import Code, TTRPCError
 from tests.budget import within_budget
 from tests.fakehost import FakeHost
+from tests.hookfeatures import hook_features
 from tests.waits import wait_for
 
 RUN, STOP, REMOVE = 1 << 0, 1 << 1, 1 << 2                 # RunPodSandbox, StopPodSandbox, RemovePodSandbox
@@ -80,7 +81,7 @@ def test_subscription_from_the_runtime_config(config, mask):
 
 def plugin(tmp_path, socket_path: str = "/nonexistent/nri.sock") -> NRIPlugin:
     host = FakeHost(str(tmp_path))
-    hooks = Hooks(HookFeatures(), host.layout, lambda: None)   # type: ignore[arg-type]
+    hooks = Hooks(hook_features(), host.layout, lambda: None)   # type: ignore[arg-type]
     return NRIPlugin(PluginSettings(socket_path=socket_path, backoff_initial=0.1), hooks)
 
 

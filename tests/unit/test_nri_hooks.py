@@ -14,8 +14,9 @@ from koordlet.host.cgroup import KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
-from nri_plugin.hooks import HookFeatures, Hooks, kube_qos_of_parent
+from nri_plugin.hooks import Hooks, kube_qos_of_parent
 from tests.builders import pod_object
+from tests.hookfeatures import hook_features
 from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
 from tests.unit.test_qos_strategies import fake_host, mkcg, value
 
@@ -62,7 +63,7 @@ def view(pods=(), policy=None, **slo_kw) -> NodeView:
                     ls_pools=POOLS)
 
 
-def hooks(tmp_path, v: NodeView | None = None, features=HookFeatures(), **kw) -> Hooks:
+def hooks(tmp_path, v: NodeView | None = None, features=hook_features(), **kw) -> Hooks:
     _paths, cg, _ = fake_host(tmp_path, files=())
     return Hooks(features, cg.layout, lambda: v, **kw)
 
@@ -118,7 +119,7 @@ def test_without_a_view_only_the_pod_level_rules_apply(tmp_path):
 
 
 def test_malformed_annotations_leave_out_the_bad_part_and_say_so(tmp_path, caplog):
-    h = hooks(tmp_path, view(), features=HookFeatures(oom_score_adj=True))
+    h = hooks(tmp_path, view(), features=hook_features("oom_score_adj"))
     pod = sandbox("u-bad", "LSR", "guaranteed", {STATUS: "{", SPEC: "nope", "koordinator.sh/oom-score-adj": "x"},
                   name="broken")
     with caplog.at_level(logging.WARNING):
@@ -161,7 +162,7 @@ def test_synchronize_reports_drift_of_live_containers_only(tmp_path):
 
 
 def test_oom_score_adj_spec_beats_the_pod_value(tmp_path):
-    h = hooks(tmp_path, view(), features=HookFeatures(oom_score_adj=True))
+    h = hooks(tmp_path, view(), features=hook_features("oom_score_adj"))
     pod = sandbox("u-oom", "LS", annotations={"koordinator.sh/oom-score-adj": "-500",
                                               "koordinator.sh/oom-score-adj-spec": '{"db": 900}'})
     assert resources(h.create_container(pod, container(pod, "db", cpus="0-3,6-7")))["oom"] == 900
@@ -174,7 +175,7 @@ def test_oom_score_adj_spec_beats_the_pod_value(tmp_path):
 
 def test_rdt_class_names_only_existing_groups(tmp_path):
     root = tmp_path / "resctrl"
-    feats = HookFeatures(resctrl=True, resctrl_pods=True)
+    feats = hook_features("resctrl", "resctrl_pods")
     h = hooks(tmp_path, view(), features=feats, resctrl_root=str(root))
     ls = sandbox("u-ls", "LS")
     assert "rdt" not in resources(h.create_container(ls, container(ls)))      # resctrl not mounted: no class
@@ -205,7 +206,7 @@ def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
         mkcg(cg, d, files)
     ex = Executor(cg)
     v = view(policy="groupIdentity", ls={**ALL_ON, "groupIdentity": 2}, be={**ALL_ON, "groupIdentity": -1})
-    h = Hooks(HookFeatures(), cg.layout, lambda: v, executor=ex, bvt=True)
+    h = Hooks(hook_features(), cg.layout, lambda: v, executor=ex, bvt=True)
     h.run_pod_sandbox(sandbox("u-be", "BE", "besteffort", be_spec("a", "b")))
     h.run_pod_sandbox(sandbox("u-ls", "LS"))
     assert (value(cg, "cpu", be_dir, "cpu.shares"), value(cg, "cpu", be_dir, "cpu.cfs_quota_us"),
@@ -219,7 +220,7 @@ def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
     from tests.unit.test_qos_strategies import with_uid
     be_pod = with_uid(k8s_pod("BE", "BestEffort", containers=(BATCH, BATCH)), "u-be")
     meta = meta_for(be_pod, cg.layout)
-    pod_s, _ = PodResources().desired(meta, v)
+    pod_s = PodResources().plan(meta, v).pod
     assert (pod_s.cpu_shares, pod_s.cfs_quota, pod_s.memory_limit) == (1024, 400000, 4 << 30)
 
 
@@ -227,7 +228,7 @@ def test_post_start_wakes_the_reconciler_for_cookies_only(tmp_path):
     woken = []
     v = view(policy="coreSched", ls=ALL_ON)
     _paths, cg, _ = fake_host(tmp_path, files=())
-    h = Hooks(HookFeatures(core_sched=True), cg.layout, lambda: v, nudge=lambda: woken.append(1))
+    h = Hooks(hook_features("core_sched"), cg.layout, lambda: v, nudge=lambda: woken.append(1))
     ls, be = sandbox("u-ls", "LS"), sandbox("u-be", "BE", "besteffort")
     h.post_start_container(be, container(be))
     assert woken == []                                  # BE class is not enabled: cookie 0, nothing to do
@@ -241,7 +242,7 @@ def test_gpu_injection_through_create_container(tmp_path, caplog):
     host = HostLayout(libvgpu=str(tmp_path / "libvgpu.so"), lock_dir=str(tmp_path / "lock"),
                       cache_root=str(tmp_path / "containers"))
     _paths, cg, _ = fake_host(tmp_path, files=())
-    h = Hooks(HookFeatures(gpu_env=True), cg.layout, lambda: None, hami=host)
+    h = Hooks(hook_features("gpu_env"), cg.layout, lambda: None, hami=host)
     alloc = json.dumps({"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-memory": "8Gi",
                                                            "koordinator.sh/gpu-core": "25",
                                                            "koordinator.sh/gpu-memory-ratio": "10"}}]})
@@ -299,14 +300,14 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
                                       {"name": "log"}], statuses=False)
     known = view([PodMeta(pod_from_k8s(obj), f"kubepods/burstable/pod{uid}", ())])
     _paths, cg, _ = fake_host(tmp_path, files=())
-    h = Hooks(HookFeatures(rdma_devices=True), cg.layout, lambda: known, host=host, dev_root=str(dev))
+    h = Hooks(hook_features("rdma_devices"), cg.layout, lambda: known, host=host, dev_root=str(dev))
     pod = sandbox(uid, annotations=allocated("0000:09:00.4"), name="train")
     adjust = h.create_container(pod, container(pod, "app"))
     assert [(d.path, d.type, d.major, d.minor, d.file_mode.value) for d in adjust.linux.devices] == [
         ("/dev/infiniband/rdma_cm", "c", 10, 58, 0o666), ("/dev/infiniband/uverbs4", "c", 231, 196, 0o666)]
     assert not h.create_container(pod, container(pod, "log")).linux.devices     # it did not ask for RDMA
 
-    unknown = Hooks(HookFeatures(rdma_devices=True), cg.layout, lambda: None, host=host, dev_root=str(dev))
+    unknown = Hooks(hook_features("rdma_devices"), cg.layout, lambda: None, host=host, dev_root=str(dev))
     assert len(unknown.create_container(pod, container(pod, "log")).linux.devices) == 2   # as upstream: all
 
     with caplog.at_level(logging.WARNING):
@@ -327,7 +328,7 @@ def test_oom_score_adj_after_start_where_the_runtime_drops_the_adjustment(tmp_pa
 
     from koordlet.host.paths import HostPaths
     _paths, cg, _ = fake_host(tmp_path, files=())
-    h = Hooks(HookFeatures(oom_score_adj=True), cg.layout, lambda: view(), executor=Executor(cg),
+    h = Hooks(hook_features("oom_score_adj"), cg.layout, lambda: view(), executor=Executor(cg),
               host=HostPaths.under("/"))
     pod = sandbox("u-oom3", "LS", annotations={"koordinator.sh/oom-score-adj": "700"})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -353,7 +354,7 @@ def test_oom_score_adj_after_start_where_the_runtime_drops_the_adjustment(tmp_pa
 
 
 def test_oom_adjust_support_by_runtime_version():
-    from nri_plugin.hooks import oom_adjust_supported
+    from nri_plugin.features.oom import oom_adjust_supported
     assert oom_adjust_supported("containerd", "v1.7.24") is False
     assert oom_adjust_supported("containerd", "1.7.24~ds1-5") is False
     assert oom_adjust_supported("containerd", "v2.0.0") is True

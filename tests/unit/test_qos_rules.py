@@ -12,7 +12,7 @@ from koordlet.rules import cpu_qos, resources
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
+from koordlet.states.pod import pod_from_k8s, resource_status
 from tests.builders import pod_object
 
 
@@ -133,7 +133,7 @@ VIEW = NodeView(pods=(), slo=slo(), host_apps=(), topology=None, node=NodeInfo("
 
 
 def status(p):
-    return resources.resource_status(p)
+    return resource_status(p)
 
 
 @pytest.mark.parametrize("label,kube,annotations,policy,expected", [
@@ -158,7 +158,7 @@ def test_container_cpuset(label, kube, annotations, policy, expected):
                                  "[]"])
 def test_malformed_resource_status_is_refused_with_the_key(raw):
     with pytest.raises(DecodeError, match="scheduling.koordinator.sh/resource-status"):
-        resources.resource_status(pod("LSR", "Guaranteed", {"scheduling.koordinator.sh/resource-status": raw}))
+        resource_status(pod("LSR", "Guaranteed", {"scheduling.koordinator.sh/resource-status": raw}))
 
 
 def test_host_app_cpuset_only_for_ls():

@@ -17,9 +17,10 @@ from koordlet.qos.pod_resources import PodResources
 from koordlet.rules.resources import Settings
 from koordlet.states.runtimepods import MAX_SANDBOXES, RuntimePod, RuntimePods
 from koordlet.states.standalone import StandalonePodSource
-from nri_plugin.hooks import HookFeatures, Hooks
+from nri_plugin.hooks import Hooks
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
+from tests.hookfeatures import hook_features
 from tests.unit.test_nri_hooks import be_spec, container, resources, sandbox, view
 from tests.unit.test_qos_rules import BATCH
 
@@ -57,9 +58,9 @@ def test_runtime_names_the_pod_its_containers_and_its_sandbox(tmp_path):
     ((app, _rel),) = meta.containers                      # the pause container's dir is not a container
     assert (app.name, app.id, app.known) == ("app", APP, True)
     assert app.resources.batch_cpu_limit == 2000 and app.resources.batch_memory_limit == POD_MEMORY
-    pod_s, per_container = PodResources().desired(meta, view())
-    assert (pod_s.cpu_shares, pod_s.cfs_quota, pod_s.memory_limit) == (512, POD_QUOTA, POD_MEMORY)
-    assert [(s.cfs_quota, s.memory_limit) for _, s in per_container] == [(POD_QUOTA, POD_MEMORY)]
+    plan = PodResources().plan(meta, view())
+    assert (plan.pod.cpu_shares, plan.pod.cfs_quota, plan.pod.memory_limit) == (512, POD_QUOTA, POD_MEMORY)
+    assert [(s.cfs_quota, s.memory_limit) for s in plan.containers] == [(POD_QUOTA, POD_MEMORY)]
 
 
 def test_unnamed_child_dirs_never_loosen_the_pod_batch_limits(tmp_path):
@@ -70,13 +71,13 @@ def test_unnamed_child_dirs_never_loosen_the_pod_batch_limits(tmp_path):
     runtime.sandbox(told(be_sandbox()))                   # the pod is named, its containers are not (yet)
     (meta,) = StandalonePodSource(cgroups, runtime=runtime)()
     assert [c.known for c, _ in meta.containers] == [False]
-    pod_s, per_container = PodResources().desired(meta, view())
-    assert pod_s == Settings()
-    assert [s for _, s in per_container] == [Settings()]
+    plan = PodResources().plan(meta, view())
+    assert plan.pod == Settings()
+    assert list(plan.containers) == [Settings()]
 
     (bare,) = StandalonePodSource(cgroups)()              # nothing but the cgroup tree
     assert not bare.described and {c.known for c, _ in bare.containers} == {False}
-    assert PodResources().desired(bare, view())[0] == Settings()
+    assert PodResources().plan(bare, view()).pod == Settings()
 
 
 def test_a_pods_file_spec_tells_the_sandbox_dir_from_app_containers(tmp_path):
@@ -87,7 +88,7 @@ def test_a_pods_file_spec_tells_the_sandbox_dir_from_app_containers(tmp_path):
                                         labels={"koordinator.sh/qosClass": "BE"}, resources={"app": BATCH})]))
     (meta,) = StandalonePodSource(cgroups, str(f))()
     assert sorted((c.name, c.known) for c, _ in meta.containers) == [("app", True), (PAUSE[:12], False)]
-    pod_s, _ = PodResources().desired(meta, view())
+    pod_s = PodResources().plan(meta, view()).pod
     assert (pod_s.cfs_quota, pod_s.memory_limit) == (POD_QUOTA, POD_MEMORY)
 
 
@@ -101,7 +102,7 @@ def test_a_malformed_spec_annotation_costs_only_that_pods_batch_settings(tmp_pat
     (meta,) = source()
     source()
     assert meta.pod.qos_class == "BE" and [c.known for c, _ in meta.containers] == [False]
-    assert PodResources().desired(meta, view())[0] == Settings()
+    assert PodResources().plan(meta, view()).pod == Settings()
     assert sum("extended-resource-spec" in r.getMessage() for r in caplog.records) == 1     # once per pod
 
 
@@ -113,7 +114,7 @@ def test_hooks_use_the_sandbox_over_a_cgroup_only_record(tmp_path):
     v = view([bare])
     runtime = RuntimePods()
     woken = []
-    h = Hooks(HookFeatures(), cgroups.layout, lambda: v, runtime=runtime, on_runtime_news=lambda: woken.append(1))
+    h = Hooks(hook_features(), cgroups.layout, lambda: v, runtime=runtime, on_runtime_news=lambda: woken.append(1))
     sb = be_sandbox()
     adjust = h.create_container(sb, container(sb, "app", APP))
     assert resources(adjust) == {"shares": 512, "quota": POD_QUOTA, "memory": POD_MEMORY}
@@ -126,7 +127,7 @@ def test_synchronize_replaces_what_the_runtime_said_before(tmp_path):
     _host, cgroups = be_host(tmp_path)
     runtime = RuntimePods()
     runtime.sandbox(RuntimePod("gone-uid", "x" * 64, "old", "ns"))
-    h = Hooks(HookFeatures(), cgroups.layout, lambda: view(), runtime=runtime)
+    h = Hooks(hook_features(), cgroups.layout, lambda: view(), runtime=runtime)
     sb = be_sandbox()
     h.synchronize([sb], [container(sb, "app", APP, state=api.CONTAINER_RUNNING)])
     assert runtime.get("gone-uid") is None

@@ -16,9 +16,10 @@ from koordlet.host.nvml import Nvml
 from koordlet.host.paths import HostPaths
 from koordlet.reporters import device
 from koordlet.states.node import NodeInfo
-from nri_plugin.hooks import HookFeatures, Hooks
+from nri_plugin.hooks import Hooks
 from scheduler.cache import ClusterCache
 from scheduler.extender import Extender
+from tests.hookfeatures import hook_features
 from tests.unit.test_nri_hooks import container, sandbox
 from tests.unit.test_qos_strategies import fake_host
 
@@ -68,7 +69,7 @@ class Cluster:
 def visible_devices(tmp_path: Path, pod_name: str, annotations: dict[str, str]) -> str:
     """What the agent's NRI hook injects into the pod's container at creation."""
     _paths, cg, _ = fake_host(tmp_path / f"node-{pod_name}", files=())
-    hooks = Hooks(HookFeatures(gpu_env=True), cg.layout, lambda: None)
+    hooks = Hooks(hook_features("gpu_env"), cg.layout, lambda: None)
     sb = sandbox("11111111-2222-3333-4444-" + f"{abs(hash(pod_name)) % 10**12:012d}", "LS", annotations=annotations)
     adjust = hooks.create_container(sb, container(sb, "app"))
     return {e.key: e.value for e in adjust.env}["NVIDIA_VISIBLE_DEVICES"]
