@@ -1,4 +1,4 @@
-"""The NRI multiplexer: logical conns over one unix stream (reference §1.3, checklist items 1–3).
+"""The NRI multiplexer: logical conns over one unix stream (containerd/nri ``pkg/net/multiplex/mux.go``).
 
 A frame is ``conn id (u32 BE) | length (u32 BE) | payload``. Payloads of one conn id are joined into that conn's
 byte stream; a frame is not a message. Conn 1 carries the Plugin service (the runtime calls us), conn 2 the
