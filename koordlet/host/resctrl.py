@@ -1,7 +1,8 @@
 """The resctrl filesystem (Intel RDT / AMD PQoS cache and memory-bandwidth allocation): detection, mounting, the
 ``info/`` limits, schemata parsing and formatting, task lists, and group directories.
 
-Facts (reference/qos-enforcement.md §3c, and the kernel's ``fs/resctrl`` / ``arch/x86/kernel/cpu/resctrl``):
+Facts (upstream ``pkg/koordlet/util/system/resctrl.go``, ``resctrl_linux.go``, and the kernel's ``fs/resctrl`` /
+``arch/x86/kernel/cpu/resctrl``):
 
 - The root is ``<sys-fs-root>/resctrl``. It is usable once ``info/L3/cbm_mask`` exists; otherwise, on a CPU with
   the ``cat_l3`` flag, it can be mounted (``mount -t resctrl resctrl <root>``, MS_RELATIME), as upstream does.
