@@ -1,6 +1,7 @@
 """The GPU partition table (Device annotation ``scheduling.koordinator.sh/gpu-partitions``), derived from topology.
 
-Facts: reference/metrics-and-reports.md §5.4-§5.5 (format), reference/scheduler.md §2.5 (use). Upstream koordlet
+Facts: the format is ``apis/extension/device_share.go: GPUPartitionTable``; what upstream koordlet emits,
+``pkg/koordlet/statesinformer/impl/states_device_linux.go: getPartitionTableFromXPUDevices``. Upstream koordlet
 emits no table for NVIDIA GPUs (the scheduler then falls back to a built-in Hopper table for H100/H800/H20 only).
 We derive one from the node's real NVLink and PCIe topology, so the scheduler keeps a multi-GPU pod on GPUs that
 talk fast to each other, and can honour a pod's ``ringBusBandwidth`` requirement.
