@@ -84,7 +84,7 @@ class PluginSettings:
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     # while waiting to retry: how often to stat the socket (inotify's fallback) and re-arm the directory watch. Once a
-    # second: a node without NRI waits like this for ever, and at 10 Hz the wake-ups cost 2.5 millicores (issue 24)
+    # second: a node without NRI waits like this for ever, and at 10 Hz the wake-ups cost 2.5 millicores
     socket_poll: float = 1.0
     socket_settle: float = 1.0             # after a new socket is noticed: how long a refusal is retried at once
     partial_frame_timeout: float = DEFAULT_PARTIAL_TIMEOUT   # a started frame must complete within this

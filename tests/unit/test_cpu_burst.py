@@ -1,6 +1,6 @@
 """CPU burst (qos/cpu_burst.py) on fake v1/v2 cgroup trees.
 
-Expected numbers come from reference/qos-enforcement.md §3f "CPU burst" (upstream qosmanager/plugins/cpuburst):
+Expected numbers come from upstream pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go:
 burst = limit cores · cpuBurstPercent/100 · 100000, quota ×1.2 / ×0.8 / reset, clamp [base, base·pct/100],
 share pool thresholds, token bucket capacity period·(pct−100), write order by the sign of the change.
 """

@@ -1,7 +1,8 @@
 """deploy/crds and deploy/rbac.yaml against upstream facts, and the CRD validator the other tests rely on.
 
-Identities (group, kind, plural, scope, versions, subresources) are asserted against the reference
-(metrics-and-reports.md §4-§6, §9; qos-enforcement.md §2), never read back from the files under test.
+Identities (group, kind, plural, scope, versions, subresources) are asserted against upstream's CRDs and API types
+(koordinator config/crd/bases, apis/slo/v1alpha1, apis/scheduling/v1alpha1; the NodeResourceTopology API of
+k8stopologyawareschedwg), never read back from the files under test.
 """
 
 from __future__ import annotations

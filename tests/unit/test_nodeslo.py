@@ -1,8 +1,8 @@
 """NodeSLO model, koordlet defaults and merge, ConfigMap -> NodeSLO, and the local file source.
 
-Expected values come from reference/qos-enforcement.md §2.2 (defaults, None substitution) and §2.3 (ConfigMap
-merge), which were read from upstream pkg/util/sloconfig/nodeslo_config.go, statesinformer/impl/states_nodeslo.go
-and pkg/slo-controller/nodeslo/resource_strategy.go.
+Expected values come from upstream pkg/util/sloconfig/nodeslo_config.go and
+pkg/koordlet/statesinformer/impl/states_nodeslo.go (defaults, None substitution) and
+pkg/slo-controller/nodeslo/resource_strategy.go (ConfigMap merge).
 """
 
 import copy
@@ -31,8 +31,9 @@ def merged(spec, name="node-1"):
 
 EMPTY, _ = merge_node_slo_spec(None)
 
-# The whole effective spec of an empty NodeSLO, in upstream's JSON shape (reference §2.2): the default spec with
-# LSR/LS/BE cpuQOS, resctrlQOS and memoryQOS replaced by the None values because their enable is false.
+# The whole effective spec of an empty NodeSLO, in upstream's JSON shape (pkg/util/sloconfig/nodeslo_config.go): the
+# default spec with LSR/LS/BE cpuQOS, resctrlQOS and memoryQOS replaced by the None values because their enable is
+# false.
 NONE_CPU = {"enable": False, "groupIdentity": 0, "schedIdle": 0, "coreExpeller": False}
 NONE_MEM = {"enable": False, "minLimitPercent": 0, "lowLimitPercent": 0, "throttlingPercent": 0, "wmarkRatio": 0,
             "wmarkScalePermill": 50, "wmarkMinAdj": 0, "priorityEnable": 0, "priority": 0, "oomKillGroup": 0}

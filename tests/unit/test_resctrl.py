@@ -1,5 +1,6 @@
-"""Resctrl (RDT CAT/MBA): the value functions, the annotation, and the strategy against a fake of the kernel's
-resctrl filesystem (doubles/fakeresctrl.py) with real task files (reference/qos-enforcement.md §3c)."""
+"""Resctrl (RDT CAT/MBA): the value functions, the annotation, and the strategy against a fake of the kernel's resctrl
+filesystem (doubles/fakeresctrl.py) with real task files (upstream
+pkg/koordlet/qosmanager/plugins/resctrl/resctrl_reconcile.go, runtimehooks/hooks/resctrl)."""
 
 from __future__ import annotations
 
