@@ -1,4 +1,4 @@
-"""Benchmark: the whole agent daemon on N pods × 2 containers of real cgroups, against a read floor (issue 24).
+"""Benchmark: the whole agent daemon on N pods × 2 containers of real cgroups, against a read floor.
 
 For each pod count (``--pods``, default 0,50,100,200) the benchmark builds a real cgroup v1 kubepods tree (cgroupfs
 naming; two thirds BestEffort batch pods, one third LS pods, two containers each, one sleeping process per
@@ -18,7 +18,7 @@ Reported per pod count: agent millicores mean and p95 (over the sample intervals
 the floor's mean and the agent/floor ratio, CPU in the fifth minute and in the last minute, RSS at 1, 10 and 30
 minutes (those reached), fds, threads and the metric cache's size. ``--json`` writes all of it with the series.
 
-Needs root and cgroup v1 controllers (as CI); otherwise it prints why and exits 0. Issue 24's budget: ≤ 50
+Needs root and cgroup v1 controllers (as CI); otherwise it prints why and exits 0. Budget: ≤ 50
 millicores mean at 200 containers, agent/floor ≤ 2.0, minute-30 CPU within 10 % of minute 5, RSS ≤ 120 MiB.
 """
 

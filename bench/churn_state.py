@@ -1,11 +1,11 @@
-"""Benchmark: the agent's state under steady pod churn (issue 18, part 6 "unbounded state").
+"""Benchmark: the agent's state under steady pod churn (the metric cache's memory, the executor's write cache).
 
 1. Metric cache RSS: pods come and go at the observed rate (12,400 pods in 5 minutes, each living ``--lifetime``
-   seconds, one container, the usage collector's six series per pod) into a real sqlite-backed cache, on a clock
-   that advances one second per cycle (so five minutes of churn take seconds), flushed every 10 s and trimmed every
-   60 s as the agent does. Each configuration runs in its own process so RSS is its own: ``uncapped`` (the cache
-   before the cap, ``max_series`` effectively infinite) and ``capped`` (the default cap). Reports VmRSS before the
-   first sample and at the end, VmHWM, series in memory and series evicted.
+   seconds, one container, the usage collector's six series per pod) into a real sqlite-backed cache, on a clock that
+   advances one second per cycle (so five minutes of churn take seconds), flushed every 10 s and trimmed every 60 s as
+   the agent does. Each configuration runs in its own process so RSS is its own: ``uncapped`` (``max_series``
+   effectively infinite) and ``capped`` (the default cap). Reports VmRSS before the first sample and at the end, VmHWM,
+   series in memory and series evicted.
 2. Executor write cache: 2,000 pods through reconcile cycles (PodResources) on a fake cgroup tree on tmpfs,
    20 leaving (cgroups removed, no NRI RemovePodSandbox) and 20 arriving per cycle: cache entries at the end with
    and without the reconciler's prune.

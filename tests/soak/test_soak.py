@@ -1,4 +1,4 @@
-"""Soak (issue 18): the real agent daemon under continuous pod churn on real cgroups, for half an hour.
+"""Soak: the real agent daemon under continuous pod churn on real cgroups, for half an hour.
 
 The agent runs in its own process (``koordlet run --standalone``: collection every second, QoS reconcile every
 second, the NRI plugin connected to the runtime-side peer of doubles/nriruntime.py), over a real cgroup v1 tree

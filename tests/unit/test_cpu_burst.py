@@ -399,8 +399,8 @@ def test_vanished_container_is_skipped_quietly(env, caplog):
 
 
 def test_a_scrape_during_reconciles_never_sees_the_burst_family_partial(env):
-    """The burst gauge is rebuilt every cycle (issue 25: one scrape returned 111 of 165 series when it was cleared
-    and refilled): scrapes running beside 1,000 cycles always see every container's series."""
+    """The burst gauge is rebuilt every cycle without being cleared first (a scrape between a clear and the refill
+    would see part of the family): scrapes running beside 1,000 cycles always see every container's series."""
     import threading
 
     from koordlet.metrics import exposition

@@ -1,5 +1,5 @@
-"""Health, readiness and the systemd watchdog (issue 21): the one rule (``component.assess``, pure), the loops'
-progress stamps that feed it, and the notifier that speaks systemd's protocol over a real datagram socket."""
+"""Health, readiness and the systemd watchdog: the one rule (``component.assess``, pure), the loops' progress stamps
+that feed it, and the notifier that speaks systemd's protocol over a real datagram socket."""
 
 from __future__ import annotations
 

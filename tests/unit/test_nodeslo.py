@@ -582,8 +582,8 @@ def test_file_reloads_on_change_and_keeps_last_good_on_garbage(tmp_path, caplog)
 
 
 def test_a_hostile_file_written_while_running_is_refused_and_a_later_good_one_applies(tmp_path, caplog):
-    """3,000 nested brackets used to raise RecursionError out of the parser and kill the thread that reloads the
-    file: now it is refused like any invalid file (last good spec kept) and the next good file is applied."""
+    """3,000 nested brackets would raise RecursionError out of the parser and kill the thread that reloads the
+    file: it is refused like any invalid file (last good spec kept) and the next good file is applied."""
     write = Writer(tmp_path / "nodeslo.yaml")
     write(nodeslo_doc(80))
     src = NodeSLOFile(write.path, node_name="node-1")
