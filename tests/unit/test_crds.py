@@ -47,7 +47,7 @@ def errors_at(errors: list[str], path: str) -> list[str]:
     return [e for e in errors if e.split(": ", 1)[0] == path]
 
 
-# --- realistic objects, shaped as the reference's JSON --------------------------------------------------------
+# --- realistic objects, shaped as upstream's JSON -----------------------------------------------------------
 
 GPU_INFO = {"type": "gpu", "id": "GPU-5c4d1b6e-0b8a-4f41-9c55-2d1f3a3c7e10", "minor": 0, "health": False,
             "resources": {"koordinator.sh/gpu-core": "37", "koordinator.sh/gpu-memory": "8589934592",

@@ -42,7 +42,7 @@ def info_for(profile: Profile, tmp_path: Any) -> hr.ResctrlInfo:
 # values
 
 @pytest.mark.parametrize("cbm,start,end,min_bits,want,widened", [
-    (0x7FF, 0, 30, 1, "f", False),          # the reference example: 11 ways, BE 0-30 %
+    (0x7FF, 0, 30, 1, "f", False),          # 11 ways, BE 0-30 %: the low 4 ways
     (0x7FF, 10, 50, 1, "3c", False),
     (0x3FF, 10, 80, 1, "fe", False),
     (0x7FF, 0, 100, 1, "7ff", False),
