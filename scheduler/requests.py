@@ -43,7 +43,6 @@ TYPE_RESOURCES: dict[str, tuple[str, ...]] = {
     RDMA: (wire.RESOURCE_RDMA,),
     FPGA: (wire.RESOURCE_FPGA,),
 }
-DEVICE_RESOURCE_NAMES = frozenset(n for names in TYPE_RESOURCES.values() for n in names)
 
 
 class RequestError(ValueError):

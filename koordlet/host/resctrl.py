@@ -332,11 +332,6 @@ def read_ids(path: str) -> set[bytes]:
     return set(read_bytes(path).split())
 
 
-def group_tasks(root: str, name: str) -> set[int]:
-    """Thread ids in a group ("" = the root group)."""
-    return {int(t) for t in read_ids(os.path.join(root, name, "tasks"))}
-
-
 _libc: ctypes.CDLL | None = None
 
 

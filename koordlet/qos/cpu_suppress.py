@@ -72,7 +72,7 @@ BE_MIN_QUOTA = 2000
 BE_MAX_INCREASE_CPU_PERCENT = 0.1
 SUPPRESS_BYPASS_QUOTA_DELTA_RATIO = 0.01
 UNSET_QUOTA = -1
-POD_DEPTH, CONTAINER_DEPTH = 1, 2        # below the BestEffort QoS dir
+CONTAINER_DEPTH = 2                      # below the BestEffort QoS dir: pods at 1, their containers at 2
 
 _USING, _RECOVERED = "using", "recovered"
 

@@ -77,8 +77,9 @@ from typing import Any
 from koordlet import wire
 from koordlet.quantity import format_milli
 
-# NVML nvmlGpuTopologyLevel_t, as returned by nvmlDeviceGetTopologyCommonAncestor for a pair of GPUs.
-PCIE_INTERNAL, PCIE_SINGLE, PCIE_MULTIPLE, PCIE_HOSTBRIDGE, PCIE_NODE, PCIE_SYSTEM = 0, 10, 20, 30, 40, 50
+# NVML nvmlGpuTopologyLevel_t, as returned by nvmlDeviceGetTopologyCommonAncestor for a pair of GPUs (INTERNAL, 0,
+# two GPUs on one board, is only ever compared as a number).
+PCIE_SINGLE, PCIE_MULTIPLE, PCIE_HOSTBRIDGE, PCIE_NODE, PCIE_SYSTEM = 10, 20, 30, 40, 50
 
 # Bytes per second, one direction, of one NVLink by NVML nvmlNvlinkVersion_t (1=1.0 ... 7=5.0).
 NVLINK_LINK_BANDWIDTH: Mapping[int, int] = {1: 20 * 10**9, 2: 25 * 10**9, 3: 25 * 10**9, 4: 25 * 10**9,
