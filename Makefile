@@ -87,7 +87,7 @@ bench: venv
 fuzz: venv
 	$(BIN)/python -m pytest -q -n auto -m slow tests
 
-# The soak (issue 18): the agent daemon under 200-pod churn on real cgroups, with NRI traffic and hostile pods, for
+# The soak: the agent daemon under 200-pod churn on real cgroups, with NRI traffic and hostile pods, for
 # KOORDLET_SOAK_SECONDS (default 1800); RSS, fds, threads, enforcement and /healthz checked throughout. Root and
 # cgroup v1 (skips otherwise). KOORDLET_SOAK_OUT=file.json keeps the time series; tests/soak/test_soak.py has the rest.
 soak: venv

@@ -1,9 +1,9 @@
 """Timing a daemon cycle the way the daemon runs it: once per interval, with the machine doing other things between.
 
-Back to back, a cycle finds everything warm: the dentries of the paths it opened a millisecond ago, the CPU caches,
-the branch predictors. The daemon runs it once a second, so each cycle pays for a fresh walk; measured on the
-collection cycle, that is 1.72× the read floor paced against 1.54× back to back (issue 25). So every cycle benchmark
-reports the paced figure as its headline and back to back as a secondary line.
+Back to back, a cycle finds everything warm: the dentries of the paths it opened a millisecond ago, the CPU caches, the
+branch predictors. The daemon runs it once a second, so each cycle pays for a fresh walk; measured on the collection
+cycle, that is 1.72× the read floor paced against 1.54× back to back (bench/NOTES.md). So every cycle benchmark reports
+the paced figure as its headline and back to back as a secondary line.
 
 :func:`paced` runs each named step once per ``interval``, each at its own phase of the interval (the floor and the
 cycle half an interval apart, so neither warms the caches for the other), and times it with the wall clock.

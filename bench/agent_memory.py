@@ -81,9 +81,9 @@ def run(agent_args: list[str], work: str, seconds: float, traced: str = "", fram
             if ready_at is not None and traced and time.monotonic() >= ready_at + seconds:
                 open(traced + ".go", "w").close()
             time.sleep(0.5)
+        from doubles.realcgroup import proc_rss_anon
         out: dict[str, float] = proc_sample(proc.pid)
-        with open(f"/proc/{proc.pid}/status") as f:
-            out["rss_anon_mib"] = next(int(line.split()[1]) / KI for line in f if line.startswith("RssAnon:"))
+        out["rss_anon_mib"] = proc_rss_anon(proc.pid) / MI
         return out
     finally:
         stop(proc)

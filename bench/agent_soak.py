@@ -1,11 +1,11 @@
-"""Benchmark: the whole agent daemon on N pods × 2 containers of real cgroups, against a read floor (issue 24).
+"""Benchmark: the whole agent daemon on N pods × 2 containers of real cgroups, against a read floor.
 
 For each pod count (``--pods``, default 0,50,100,200) the benchmark builds a real cgroup v1 kubepods tree (cgroupfs
 naming; two thirds BestEffort batch pods, one third LS pods, two containers each, one sleeping process per
 container), writes the pods file the standalone agent takes their metadata from, and runs the real agent
 (``koordlet run --standalone``, collection and QoS reconcile every second, everything else at its default) for
-``--seconds`` (default 600). Every ``--sample`` seconds it reads the agent's ``/proc/<pid>/stat`` (CPU) and
-``status`` (RSS, threads), counts its fds and the metric cache's files on disk.
+``--seconds`` (default 600). Every ``--sample`` seconds it reads the agent's CPU time, RSS, threads and fds (psutil)
+and the metric cache's files on disk.
 
 The **read floor** runs in the same run, beside the agent: a minimal process that opens and reads exactly the kernel
 files the agent opened (and lists the directories it listed), at the same rate, and does nothing else. What the
@@ -18,7 +18,7 @@ Reported per pod count: agent millicores mean and p95 (over the sample intervals
 the floor's mean and the agent/floor ratio, CPU in the fifth minute and in the last minute, RSS at 1, 10 and 30
 minutes (those reached), fds, threads and the metric cache's size. ``--json`` writes all of it with the series.
 
-Needs root and cgroup v1 controllers (as CI); otherwise it prints why and exits 0. Issue 24's budget: ≤ 50
+Needs root and cgroup v1 controllers (as CI); otherwise it prints why and exits 0. Budget: ≤ 50
 millicores mean at 200 containers, agent/floor ≤ 2.0, minute-30 CPU within 10 % of minute 5, RSS ≤ 120 MiB.
 """
 
@@ -39,6 +39,8 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+
+import psutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -222,18 +224,12 @@ def stop(proc: subprocess.Popen[bytes] | None) -> None:
 # ---- measuring --------------------------------------------------------------------------------------------------
 
 def proc_sample(pid: int) -> dict[str, float]:
-    """CPU seconds (utime + stime), RSS MiB, threads and fds of a live process."""
-    from doubles.realcgroup import proc_cpu_seconds
-    out = {"cpu": proc_cpu_seconds(pid)}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key == "VmRSS":
-                out["rss_mib"] = int(value.split()[0]) / 1024
-            elif key == "Threads":
-                out["threads"] = int(value)
-    out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
-    return out
+    """CPU seconds (user + system), RSS MiB, threads and fds of a live process."""
+    proc = psutil.Process(pid)
+    with proc.oneshot():                 # one read of /proc/<pid>/stat and status for all of them
+        times = proc.cpu_times()
+        return {"cpu": times.user + times.system, "rss_mib": proc.memory_info().rss / MI,
+                "threads": proc.num_threads(), "fds": proc.num_fds()}
 
 
 def dir_bytes(path: str) -> int:

@@ -1,11 +1,11 @@
-"""Benchmark: the agent's state under steady pod churn (issue 18, part 6 "unbounded state").
+"""Benchmark: the agent's state under steady pod churn (the metric cache's memory, the executor's write cache).
 
 1. Metric cache RSS: pods come and go at the observed rate (12,400 pods in 5 minutes, each living ``--lifetime``
-   seconds, one container, the usage collector's six series per pod) into a real sqlite-backed cache, on a clock
-   that advances one second per cycle (so five minutes of churn take seconds), flushed every 10 s and trimmed every
-   60 s as the agent does. Each configuration runs in its own process so RSS is its own: ``uncapped`` (the cache
-   before the cap, ``max_series`` effectively infinite) and ``capped`` (the default cap). Reports VmRSS before the
-   first sample and at the end, VmHWM, series in memory and series evicted.
+   seconds, one container, the usage collector's six series per pod) into a real sqlite-backed cache, on a clock that
+   advances one second per cycle (so five minutes of churn take seconds), flushed every 10 s and trimmed every 60 s as
+   the agent does. Each configuration runs in its own process so RSS is its own: ``uncapped`` (``max_series``
+   effectively infinite) and ``capped`` (the default cap). Reports VmRSS before the first sample and at the end, VmHWM,
+   series in memory and series evicted.
 2. Executor write cache: 2,000 pods through reconcile cycles (PodResources) on a fake cgroup tree on tmpfs,
    20 leaving (cgroups removed, no NRI RemovePodSandbox) and 20 arriving per cycle: cache entries at the end with
    and without the reconciler's prune.
@@ -23,14 +23,21 @@ import sys
 import tempfile
 import time
 
+import psutil
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def _status(field: str) -> float:
-    """A VmRSS/VmHWM line of /proc/self/status, in MiB."""
+def _rss() -> float:
+    """This process's resident set, in MiB."""
+    return float(psutil.Process().memory_info().rss) / 2**20
+
+
+def _hwm() -> float:
+    """This process's peak resident set (``VmHWM`` of /proc/self/status, which psutil does not report), in MiB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith(field + ":"):
+            if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -44,7 +51,7 @@ def cache_child(args: argparse.Namespace) -> None:
     per_second = args.pods / args.seconds
     with tempfile.TemporaryDirectory() as d:
         cache = MetricCache(d, max_series=MAX_SERIES if args.child == "capped" else 10**12, clock=lambda: now[0])
-        rss0 = _status("VmRSS")
+        rss0 = _rss()
         alive: list[tuple[str, str, float]] = []        # (uid, container id, last second)
         trace: list[float] = []                         # VmRSS every 5 simulated minutes
         born = 0.0
@@ -69,9 +76,9 @@ def cache_child(args: argparse.Namespace) -> None:
             if k % 60 == 59:
                 cache.trim()
             if k % 300 == 299:
-                trace.append(round(_status("VmRSS"), 1))
-        out = {"config": args.child, "rss_start_mib": round(rss0, 1), "rss_end_mib": round(_status("VmRSS"), 1),
-               "hwm_mib": round(_status("VmHWM"), 1), "series": cache.series_count(),
+                trace.append(round(_rss(), 1))
+        out = {"config": args.child, "rss_start_mib": round(rss0, 1), "rss_end_mib": round(_rss(), 1),
+               "hwm_mib": round(_hwm(), 1), "series": cache.series_count(),
                "evicted": cache.evicted_count()[0], "pods": args.pods, "seconds": args.seconds,
                "rss_every_5min": trace}
         cache.close()

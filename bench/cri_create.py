@@ -1,4 +1,4 @@
-"""Benchmark: CreateContainer through CRI on a real containerd, with the agent's NRI plugin vs no plugin (issue 19).
+"""Benchmark: CreateContainer through CRI on a real containerd, with the agent's NRI plugin vs no plugin.
 
 Two containerd instances from the same binary and the same config, both with NRI enabled (doubles/containerd.py:
 own root/state/sockets, the native snapshotter, local images, cgroupfs, one cgroup test root shared by both):
@@ -17,7 +17,7 @@ round), so both see the same moments of the host; the pods are removed outside t
 comes first. Reported: p50 / p90 / p99 / max per runtime, their differences, and the median of the paired
 differences (the plugin's container minus the no-plugin container created right next to it).
 
-Budget (issue 19): the plugin adds <= 2 ms at p50 and <= 5 ms at p99.
+Budget: the plugin adds <= 2 ms at p50 and <= 5 ms at p99.
 
 Usage: python bench/cri_create.py [--containers 200 --per-round 20]   (root, cgroup v1, .ci/install-runtime)
 """

@@ -9,7 +9,7 @@ parsed.
    Floor in the same run: ``StopContainer`` (same request size, answered without a hook): the transport alone.
 2. Synchronize with 500 running containers (250 drifted BE containers get updates), repeated.
 
-Budgets (DESIGN.md §6): CreateContainer p99 ≤ 5 ms; Synchronize(500) ≤ 200 ms.
+Budgets: CreateContainer p99 ≤ 5 ms; Synchronize(500) ≤ 200 ms.
 
 Usage: python bench/nri_roundtrip.py [--calls 10000 --concurrency 16 --sync-containers 500]
 """

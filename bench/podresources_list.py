@@ -5,7 +5,7 @@ kubelet_podresources.py) and a pod view of 200 pods, half with an RDMA VF and a 
 annotation. The clients are a grpc.aio process keeping 16 calls in flight. Floor in the same run: a bare gRPC
 server of the same kind (thread pool of 8) returning the same serialized answer: the transport alone.
 
-Budget (issue 8): >= 2,000 List/s.
+Budget: >= 2,000 List/s.
 
 Usage: python bench/podresources_list.py [--calls 20000 --concurrency 16 --pods 200]
 """

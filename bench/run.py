@@ -20,6 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+import psutil
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "RESULTS.md")
@@ -97,10 +99,9 @@ def commit() -> str:
 
 
 def machine() -> str:
-    with open("/proc/meminfo") as f:
-        mem_kib = int(f.readline().split()[1])
     user = "root" if os.geteuid() == 0 else "non-root"
-    return f"{os.cpu_count()} CPUs, {mem_kib / 2**20:.0f} GiB, Linux {platform.release()}, {user}"
+    return (f"{os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB, Linux {platform.release()}, "
+            f"{user}")
 
 
 def run(bench: Bench) -> str:

@@ -1,4 +1,4 @@
-"""Benchmark: the companion scheduler's extender (issue 22).
+"""Benchmark: the companion scheduler's extender.
 
 1. filter + prioritize for one pod over 500 node names from a 5,000-node cache (a quarter of the nodes 8-GPU boards
    with 4 NICs, every node with a NodeMetric and two assigned pods), over HTTP/1.1 keep-alive as kube-scheduler
@@ -8,7 +8,7 @@
 3. pods/s through the kube-scheduler double (in-tree NodeResourcesFit, 200 nodes, binding to the API server
    double) without and with the extender.
 
-Goals (issue 22): filter + prioritize p99 ≤ 20 ms, bind p99 ≤ 10 ms (kube's timeout is 5 s).
+Goals: filter + prioritize p99 ≤ 20 ms, bind p99 ≤ 10 ms (kube's timeout is 5 s).
 
 Usage: python bench/sched_extender.py [--nodes 5000 --names 500 --calls 200]
 """

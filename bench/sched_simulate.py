@@ -1,4 +1,4 @@
-"""Benchmark: scheduling quality at the scale of the FGD paper (issue 23), every policy through the extender's verbs.
+"""Benchmark: scheduling quality at the scale of the FGD paper, every policy through the extender's verbs.
 
 A generated trace with the production trace's marginals (scheduler/trace.py: 1,523 nodes of which 310 CPU-only,
 6,212 GPUs; 8,400 pods, enough to reach 100 % arrived GPU load) is placed pod by pod by `scheduler/simulate.py`

@@ -35,6 +35,8 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 
+import psutil
+
 from doubles.cri import CRIClient, CRIError
 
 CGROUP_FS = "/sys/fs/cgroup"
@@ -401,18 +403,8 @@ class Containerd:
 
     def shim_pids(self) -> list[int]:
         """The runc shims this containerd started (their command line names its socket)."""
-        out = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and self.socket.encode() in argv:
-                out.append(int(entry))
-        return out
+        return [p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
+                if (argv := p.info["cmdline"]) and argv[0].endswith("containerd-shim-runc-v2") and self.socket in argv]
 
     def log_tail(self, n: int = 4000) -> str:
         try:

@@ -1,4 +1,5 @@
-"""A kubelet's PodResources v1 endpoint, from the same proto, on a real unix socket (reference §4.2).
+"""A kubelet's PodResources v1 endpoint, from the same proto, on a real unix socket (kubernetes
+``pkg/kubelet/apis/podresources/server_v1.go: v1PodResourcesServer``, ``grpc/ratelimit.go``).
 
 Behaves as the kubelet does where the proxy can tell: List returns the active pods with restartable init
 containers (sidecars) first, then the regular ones, in spec order, listed whether started or not; ``Get`` of an

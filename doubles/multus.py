@@ -1,4 +1,5 @@
-"""What Multus-CNI (pkg/kubeletclient) does with a PodResources socket, per CNI ADD (reference §4.4).
+"""What Multus-CNI does with a PodResources socket, per CNI ADD (multus-cni ``pkg/kubeletclient/kubeletclient.go``:
+``GetResourceClient``, ``kubeletClient.GetPodResourceMap``).
 
 A new connection each time, 10 s timeout, 16 MiB receive limit, the ``:authority`` grpc-go sends for a raw unix
 path (the socket path itself), ``List`` only; then the devices of every container of the pod merged into one map

@@ -1,12 +1,12 @@
 """A fake containerd NRI runtime: the peer our NRI plugin is tested and benchmarked against.
 
-It is written from the wire facts alone (reference nri-hami-podresources.md §1.3-1.6), deliberately without
-looking at nri_plugin/, so that a framing bug in the plugin's transport cannot hide behind the same bug here.
-It behaves like a Go runtime: it owns the socket, waits for RegisterPlugin on mux conn 2, calls Configure and
-Synchronize on mux conn 1, delivers events the way NRI v0.11 or v0.12 runtimes do, and closes the connection
-on a timeout or a bad registration. It is also stricter than Go: everything the plugin sends is checked against
-the rules a Go peer silently depends on (frames <= 4096 bytes, one message per frame, odd increasing stream
-ids...), and every breach lands in ``violations`` so a test can assert the plugin kept to them.
+It is written from the wire facts alone (containerd/nri ``pkg/net/multiplex/mux.go``, ``pkg/adaptation/plugin.go``;
+containerd/ttrpc ``PROTOCOL.md``), deliberately without looking at nri_plugin/, so that a framing bug in the plugin's
+transport cannot hide behind the same bug here. It behaves like a Go runtime: it owns the socket, waits for
+RegisterPlugin on mux conn 2, calls Configure and Synchronize on mux conn 1, delivers events the way NRI v0.11 or v0.12
+runtimes do, and closes the connection on a timeout or a bad registration. It is also stricter than Go: everything the
+plugin sends is checked against the rules a Go peer silently depends on (frames <= 4096 bytes, one message per frame,
+odd increasing stream ids...), and every breach lands in ``violations`` so a test can assert the plugin kept to them.
 
 All state lives on one asyncio loop in a daemon thread; the public methods are synchronous and thread-safe.
 """
@@ -407,7 +407,8 @@ class FakeRuntime:
 
     async def _await_response(self, conn: _Conn, fut: asyncio.Future[bytes], stream: int, method: str,
                               timeout: float, response_cls: type[R]) -> R:
-        """Wait for one answer; a timeout is fatal to the connection, as in a Go runtime (§1.11)."""
+        """Wait for one answer; a timeout is fatal to the connection, as in a Go runtime (nri
+        ``pkg/adaptation/plugin.go: isFatalError``)."""
         try:
             data = await asyncio.wait_for(fut, timeout)
         except TimeoutError:
@@ -441,7 +442,8 @@ class FakeRuntime:
     # ---- handshake ----------------------------------------------------------------------------------------
 
     async def _handshake(self, conn: _Conn) -> None:
-        """RegisterPlugin (awaited) -> Configure -> Synchronize (maybe chunked) -> ready, as in §1.6."""
+        """RegisterPlugin (awaited) -> Configure -> Synchronize (maybe chunked) -> ready, as nri's
+        ``pkg/adaptation/plugin.go``: ``plugin.start``, then ``plugin.synchronize``."""
         try:
             await asyncio.wait_for(conn.registered.wait(), self.registration_timeout)
         except TimeoutError:

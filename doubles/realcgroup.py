@@ -14,6 +14,8 @@ import sys
 import time
 import uuid
 
+import psutil
+
 CGROUP_FS = "/sys/fs/cgroup"
 SUBSYSTEMS = ("cpu", "cpuacct", "cpuset", "memory")
 # The test root's weight against everything else on the host (a nice-0 task weighs 1024): the processes a test
@@ -117,18 +119,17 @@ MEMORY_64M = "import time\nb = bytes(range(256)) * (1 << 18)\nprint('ready', flu
 
 
 def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a task from /proc/<pid>/stat, in seconds (the kernel's own per-process account)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process, all its threads (the kernel's own per-process account: utime and
+    stime of /proc/<pid>/stat)."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def proc_rss_anon(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no RssAnon")
+    """Resident anonymous bytes of a process (``RssAnon``): the kernel's resident pages less its file and shmem
+    ones, which psutil reports as ``shared`` (both are /proc/<pid>/statm's counters)."""
+    info = psutil.Process(pid).memory_info()
+    return int(info.rss - info.shared)
 
 
 def cpus_allowed(pid: int) -> str:

@@ -1,4 +1,5 @@
-"""Annotation -> per-container GPU injection, as koordlet's ``gpu env inject`` hook (reference §3.1–3.3).
+"""Annotation -> per-container GPU injection, as koordlet's ``gpu env inject`` hook (koordinator
+``pkg/koordlet/runtimehooks/hooks/gpu/gpu.go: gpuPlugin.InjectContainerGPUEnv``).
 
 - Every container of a pod with GPU allocations gets ``NVIDIA_VISIBLE_DEVICES``: the allocated minors, in
   annotation order, comma-joined (upstream's choice; the NVIDIA toolkit accepts minors and UUIDs alike).

@@ -1,7 +1,7 @@
 """Upstream koordlet's audit log (gate ``AuditEvents``) and its HTTP reader (gate ``AuditEventsHTTPHandler``).
 
-Facts: reference/qos-enforcement.md "Audit log", read against upstream ``pkg/koordlet/audit`` (auditor.go,
-event_logger.go, logger.go, types.go, config.go) and ``cmd/koordlet/main.go``:
+Facts: upstream ``pkg/koordlet/audit`` (auditor.go, event_logger.go, logger.go, types.go, config.go) and
+``cmd/koordlet/main.go``:
 
 - **The log.** One JSON object per line in ``<audit-log-dir>/audit.log``:
   ``{"createdAt","type","level","namespace","name","container","reason","message"}`` (Go's ``omitempty``: empty

@@ -1,7 +1,8 @@
 """The only writer of kernel files (cgroups, sysctls): cached, read-compare-write, ordered, audited.
 
-Facts: reference/qos-enforcement.md §4. Strategies and rules compute :class:`Update` s (desired values); the
-executor decides whether a write is needed and in which order:
+Facts: upstream ``pkg/koordlet/resourceexecutor`` (``executor.go: ResourceUpdateExecutorImpl``, ``updater.go``).
+Strategies and rules compute :class:`Update` s (desired values); the executor decides whether a write is needed and
+in which order:
 
 - **Cache.** A value written (or found already in place) is remembered with the time; the same value again is
   skipped without touching the kernel until ``force_refresh`` seconds have passed, then the file is read again
@@ -144,7 +145,8 @@ RESOURCES: dict[str, _Resource] = {
     "memory.pagecache_limit.size": _Resource("memory", "memory.pagecache_limit.size"),
     "memory.pagecache_limit.sync": _Resource("memory", "memory.pagecache_limit.sync"),
     "net_cls.classid": _Resource("net_cls", None),
-    # one line per device ("<maj>:<min> <value>"): compared per device line (reference §3d "write check")
+    # one line per device ("<maj>:<min> <value>"): compared per device line (upstream
+    # resourceexecutor/updater.go: cgroupBlkIOFileWriteIfDifferent)
     "blkio.throttle.read_bps_device": _Resource("blkio", None),
     "blkio.throttle.write_bps_device": _Resource("blkio", None),
     "blkio.throttle.read_iops_device": _Resource("blkio", None),

@@ -2,9 +2,9 @@
 
 A full (generation 2) collection walks every tracked object while holding the GIL, so every thread waits: the
 HTTP server's ``/healthz``, the NRI hooks inside their budget. Under pod churn the agent's long-lived state
-(metric-cache series, predictor models, pods, Prometheus children: ~55,000 tracked objects with 200 pods) was
-walked every ~5 s, 20-30 ms each on a quiet 2-CPU VM and past 100 ms when the host was overloaded (issue 18's
-soak). Almost all of it survives every collection.
+(metric-cache series, predictor models, pods, Prometheus children: ~55,000 tracked objects with 200 pods) would be
+walked every ~5 s, 20-30 ms each on a quiet 2-CPU VM and past 100 ms on an overloaded host (measured in the soak,
+bench/NOTES.md). Almost all of it survives every collection.
 
 So after each full collection the survivors are moved to the permanent generation (``gc.freeze()``): the next
 full collections walk only what was made since. What is frozen is still freed by reference counting, the way

@@ -132,12 +132,3 @@ class Notifier:
 def _one_line(text: str) -> str:
     """A newline would start a new assignment in the datagram: STATUS must stay one line."""
     return " ".join(text.split())
-
-
-def notify(state: str, environ: Mapping[str, str] | None = None) -> bool:
-    """One message (e.g. ``"READY=1"``) on ``$NOTIFY_SOCKET``; False when not started by systemd."""
-    notifier = Notifier.from_environ(environ)
-    try:
-        return notifier.send(state)
-    finally:
-        notifier.close()

@@ -1,8 +1,9 @@
 """Presenting a host ``Topology``: plain dicts for JSON/YAML, a text table, and the upstream annotation values.
 
-Pure functions of a ``koordlet.host.topology.Topology``; reading the host is ``read_topology``'s job. The two
-annotation builders produce exactly what upstream koordlet writes on the NodeResourceTopology object
-(reference/metrics-and-reports.md §6.2), so the NRT reporter and ``koordlet topology`` cannot disagree.
+Pure functions of a ``koordlet.host.topology.Topology``; reading the host is ``read_topology``'s job. The two annotation
+builders produce exactly what upstream koordlet writes on the NodeResourceTopology object
+(``apis/extension/numa_aware.go``, ``cpu_normalization.go``), so the NRT reporter and ``koordlet topology`` cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from koordlet.host.nvml import GpuInventory
     from koordlet.host.rdma import RdmaDevice
 
-# Annotation keys on the NodeResourceTopology object (reference §6.2).
+# Annotation keys on the NodeResourceTopology object (upstream apis/extension/numa_aware.go, cpu_normalization.go).
 from koordlet.wire import ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY
 
 OUTPUTS = ("table", "json", "yaml")

@@ -1,7 +1,8 @@
 """Names that travel on the wire (labels, annotations, resource names, enum values), spelled as upstream.
 
-Kept in one module so a typo cannot hide in a feature module; see reference/qos-enforcement.md §1 and
-reference/metrics-and-reports.md §9.
+Kept in one module so a typo cannot hide in a feature module. Upstream defines them in koordinator ``apis/extension/``
+(qos.go, priority.go, resource.go, device_share.go, numa_aware.go, ...), ``apis/slo/v1alpha1/`` and
+``apis/scheduling/v1alpha1/``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ MID_CPU, MID_MEMORY = "kubernetes.io/mid-cpu", "kubernetes.io/mid-memory"
 KUBE_GUARANTEED, KUBE_BURSTABLE, KUBE_BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"
 
 # NodeSLO (cluster-scoped CR named after the node) and the slo-controller-config ConfigMap that koord-manager
-# turns into it (reference/qos-enforcement.md §2; apis/configuration/slo_controller_config.go).
+# turns into it (apis/slo/v1alpha1/nodeslo_types.go; apis/configuration/slo_controller_config.go).
 NODESLO_API_VERSION, NODESLO_KIND = "slo.koordinator.sh/v1alpha1", "NodeSLO"
 SLO_CONFIG_NAMESPACE, SLO_CONFIG_NAME = "koordinator-system", "slo-controller-config"
 SLO_CFG_COLOCATION = "colocation-config"                      # does not feed NodeSLO
@@ -52,7 +53,7 @@ BLOCK_TYPE_DEVICE, BLOCK_TYPE_VOLUME_GROUP, BLOCK_TYPE_POD_VOLUME = "device", "v
 CGROUP_BASE_ROOT, CGROUP_BASE_KUBEPODS = "CgroupRoot", "Kubepods"
 CGROUP_BASE_KUBE_BURSTABLE, CGROUP_BASE_KUBE_BESTEFFORT = "KubepodsBurstable", "KubepodsBesteffort"
 
-# NodeResourceTopology annotations (reference/metrics-and-reports.md §6.2).
+# NodeResourceTopology annotations (apis/extension/numa_aware.go, cpu_normalization.go).
 ANNOTATION_CPU_TOPOLOGY = "node.koordinator.sh/cpu-topology"
 ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
 ANNOTATION_CPU_SHARED_POOLS = "node.koordinator.sh/cpu-shared-pools"
@@ -66,10 +67,11 @@ LABEL_MANAGED_BY, MANAGED_BY_KOORDINATOR = "app.kubernetes.io/managed-by", "Koor
 
 # Pod annotation written by koord-scheduler: {"cpuset": "0-3", "numaNodeResources": [...]}.
 ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
-# Node annotation: the allocatable base for prod reclaimable prediction (reference §4.5).
+# Node annotation: the allocatable base for prod reclaimable prediction (apis/extension/node_resource_amplification.go).
 ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 
-# Device CR (scheduling.koordinator.sh/v1alpha1 Device, reference/metrics-and-reports.md §5, scheduler.md §1-2).
+# Device CR (scheduling.koordinator.sh/v1alpha1 Device: apis/scheduling/v1alpha1/device_types.go,
+# apis/extension/device_share.go).
 DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA = "gpu", "rdma", "fpga"
 RESOURCE_GPU_CORE = "koordinator.sh/gpu-core"                 # percent of one card's compute (card = 100)
 RESOURCE_GPU_MEMORY = "koordinator.sh/gpu-memory"             # bytes
@@ -91,8 +93,9 @@ GPU_LINK_NVLINK, GPU_LINK_PCIE = "NVLink", "PCIe"            # gpuLinkType ("PCI
 CONDITION_HEALTHY = "Healthy"
 # Pod annotation written by koord-scheduler at PreBind: {"gpu": [{"minor", "resources", "id"}], "rdma": [...]}.
 ANNOTATION_DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
-# Container resources that ask for a device, by device type (reference/scheduler.md §1.1, after the rename of the
-# deprecated kubernetes.io/ names); the PodResources proxy gives a pod's devices to the containers that asked.
+# Container resources that ask for a device, by device type (apis/extension/device_share.go, after the rename of
+# the deprecated kubernetes.io/ names in apis/extension/deprecated.go); the PodResources proxy gives a pod's devices
+# to the containers that asked.
 RESOURCE_GPU_SHARED = "koordinator.sh/gpu.shared"             # with a dot: how many cards share the request
 RESOURCE_GPU = "koordinator.sh/gpu"                           # percent of one card (core and memory ratio)
 RESOURCE_FPGA = "koordinator.sh/fpga"
@@ -108,7 +111,8 @@ DEVICE_RESOURCES: dict[str, str] = {
 # NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName). Upstream lists other types with name "".
 PODRESOURCES_NAMES = {DEVICE_GPU: "nvidia.com/gpu", DEVICE_RDMA: RESOURCE_RDMA, DEVICE_FPGA: RESOURCE_FPGA}
 
-# QoS enforcement (reference/qos-enforcement.md §1.2, §3): pod annotations/labels the strategies read.
+# QoS enforcement (apis/extension/constants.go, apis/slo/v1alpha1/pod.go, and the hooks and plugins that read them):
+# pod annotations/labels the strategies read.
 ANNOTATION_POD_CPU_QOS = "koordinator.sh/cpuQOS"              # {"enable", "groupIdentity"} (raw class LS only)
 ANNOTATION_POD_CPU_BURST = "koordinator.sh/cpuBurst"          # CPUBurstConfig overlay
 ANNOTATION_POD_MEMORY_QOS = "koordinator.sh/memoryQOS"        # {"policy": "default|none|auto", ...}
@@ -122,7 +126,7 @@ LABEL_POD_PRIORITY = "koordinator.sh/priority"
 ANNOTATION_POD_RESCTRL = "node.koordinator.sh/resctrl"      # {"llc": {...}, "mb": {...}} pod-level resctrl group
 ANNOTATION_POD_NETWORK_QOS = "koordinator.sh/networkQOS"    # {"ingressLimit": "10M", "egressLimit": "20M"} bits/s
 # {"containers": {"<name>": {"requests": {...}, "limits": {...}}}}: extended resources where the runtime cannot see
-# the pod spec (the NRI hook); reference/qos-enforcement.md §1.3.
+# the pod spec (the NRI hook); apis/extension/resource.go.
 ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 ANNOTATION_OOM_SCORE_ADJ = "koordinator.sh/oom-score-adj"             # int, every container of the pod
 ANNOTATION_OOM_SCORE_ADJ_SPEC = "koordinator.sh/oom-score-adj-spec"   # {"<container>": int}, beats the above

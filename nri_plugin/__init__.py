@@ -1,6 +1,8 @@
 """NRI plugin for containerd / CRI-O: our own ttRPC-over-multiplexer transport (``transport``), the plugin
 service and its connection lifecycle (``plugin``), and the hooks that turn NRI requests into container
-adjustments through :mod:`koordlet.rules` (``hooks``). Facts: reference/nri-hami-podresources.md §1–2, §6.
+adjustments through :mod:`koordlet.rules` (``hooks``). The wire is containerd/nri's (``pkg/api/api.proto``,
+``pkg/net/multiplex/mux.go``, ``pkg/adaptation/plugin.go``) over containerd/ttrpc (``PROTOCOL.md``); what the agent
+does with it follows koordinator ``pkg/koordlet/runtimehooks/nri/handlers.go`` and ``server.go: NriServer``.
 
 The agent runs it as a service (``PLUGIN``, listed in koordlet/services.py); the transport is imported only when it
 is enabled.

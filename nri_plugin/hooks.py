@@ -16,7 +16,9 @@ reconciler's decision), answered to the runtime, and each enabled hook feature's
 - **RemovePodSandbox**: the executor forgets the pod's cgroups (a pod with the same dir starts fresh).
 
 Bad input (a malformed annotation, an unusable sandbox) is logged once per pod and that part is left out; the
-container is always created. Event semantics: containerd/nri ``pkg/api/plugin.go`` and ``pkg/adaptation``.
+container is always created. Upstream: koordinator ``pkg/koordlet/runtimehooks/nri/handlers.go`` (``NriServer``'s
+handlers) and the hooks under ``pkg/koordlet/runtimehooks/hooks/``; extended resources as
+``apis/extension/resource.go``.
 """
 
 from __future__ import annotations

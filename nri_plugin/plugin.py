@@ -1,15 +1,16 @@
 """The NRI plugin: one connection to the runtime's socket, the Plugin service, and the reconnect loop.
 
-Lifecycle (reference §1.6, §1.11, §2): connect; RegisterPlugin on conn 2; the runtime calls Configure (we answer
-with our event mask) and Synchronize on conn 1, then the subscribed events. When the runtime restarts, drops us
-(a call over its 2 s timeout) or the socket is not there yet, we retry with capped exponential back-off — also at
-start-up, where upstream gives up for good — and we reconnect at once when a new socket appears: inotify on its
-directory says so even when the new socket got the old one's inode number (ext4 does that; a stat poll alone
-missed it and waited out the back-off, issue 18), with the stat poll kept beside it for where inotify is not
-available. A runtime that sends part of a frame and goes silent gets its trunk closed after
-``partial_frame_timeout`` and is reconnected like any other drop. The old connection is always closed before a new
-one is dialed: two live registrations under one name make the runtime fail containers on field-ownership
-conflicts (koordinator #2334).
+Lifecycle (containerd/nri ``pkg/adaptation/plugin.go``: ``plugin.connect``, ``RegisterPlugin``, ``configure``,
+``synchronize``; koordinator ``pkg/koordlet/runtimehooks/nri/server.go: NriServer.connect``): connect; RegisterPlugin on
+conn 2; the runtime calls Configure (we answer with our event mask) and Synchronize on conn 1, then the subscribed
+events. When the runtime restarts, drops us (a call over its 2 s timeout) or the socket is not there yet, we retry with
+capped exponential back-off — also at start-up, where upstream gives up for good — and we reconnect at once when a new
+socket appears: inotify on its directory says so even when the new socket got the old one's inode number (ext4 does
+that; a stat poll alone would miss it and wait out the back-off), with the stat poll kept beside it for where inotify is
+not available. A runtime that sends part of a frame and goes silent gets its trunk closed after
+``partial_frame_timeout`` and is reconnected like any other drop. The old connection is always closed before a new one
+is dialed: two live registrations under one name make the runtime fail containers on field-ownership conflicts
+(koordinator #2334).
 
 Every hook runs on a small thread pool under a budget far below the runtime's timeout (default 100 ms); an
 answer that would be late, a hook that raises and an undecodable request all get the empty answer (fail open):
@@ -83,7 +84,7 @@ class PluginSettings:
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     # while waiting to retry: how often to stat the socket (inotify's fallback) and re-arm the directory watch. Once a
-    # second: a node without NRI waits like this for ever, and at 10 Hz the wake-ups cost 2.5 millicores (issue 24)
+    # second: a node without NRI waits like this for ever, and at 10 Hz the wake-ups cost 2.5 millicores
     socket_poll: float = 1.0
     socket_settle: float = 1.0             # after a new socket is noticed: how long a refusal is retried at once
     partial_frame_timeout: float = DEFAULT_PARTIAL_TIMEOUT   # a started frame must complete within this

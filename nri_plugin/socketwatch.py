@@ -2,8 +2,8 @@
 
 While the plugin waits to retry, it looks for a runtime that came back. Comparing the socket's ``(st_dev, st_ino)``
 is not enough: ext4 hands a freed inode straight back to the next file created in the directory, so the socket of
-a restarted runtime usually looks unchanged and the plugin sat out the rest of its back-off (17.6–23.2 s measured
-on ext4 against 0.02–0.04 s on tmpfs, issue 18). inotify on the socket's directory reports the re-creation itself:
+a restarted runtime usually looks unchanged and a stat poll alone sits out the rest of its back-off (17.6–23.2 s
+measured on ext4 against 0.02–0.04 s on tmpfs). inotify on the socket's directory reports the re-creation itself:
 IN_CREATE when the new socket is bound, IN_MOVED_TO when one is renamed into place, IN_ATTRIB for a chmod or
 chown after it (and for a new hard link). Where inotify is unavailable (out of instances, a kernel without it) or
 the directory does not exist yet, the caller's stat poll is all there is; it still catches a socket that appears

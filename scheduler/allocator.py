@@ -1,9 +1,10 @@
 """koord-scheduler's device allocator (DeviceShare), on one node's :class:`~scheduler.devices.NodeDevices`.
 
-Facts: reference/scheduler.md §3 (flow, GPU stages, scope recursion, default allocator, VFs, joint allocation,
-scoring), §10 (partition order); upstream ``deviceshare/device_allocator.go``, ``allocator_gpu.go``,
-``devicehandler_*.go``, ``scoring.go``. The same inputs give the same minors, VFs and order as upstream, so the
-``device-allocated`` annotation is the one koord-scheduler would write.
+Facts: koord-scheduler ``pkg/scheduler/plugins/deviceshare/``: ``device_allocator.go`` (``AutopilotAllocator.Allocate``,
+``defaultAllocateDevices``, ``allocateVF``, ``jointAllocate``), ``allocator_gpu.go`` (``GPUAllocator.Allocate``,
+``allocateByPartition``, ``allocateByDeviceTopology``), ``allocator_gpu_helper.go: GetGPUPartitionIndexer`` (the
+partition order), ``devicehandler_*.go`` and ``scoring.go``. The same inputs give the same minors, VFs and order as
+upstream, so the ``device-allocated`` annotation is the one koord-scheduler would write.
 
 The flow for one pod on one node:
 

@@ -4,7 +4,7 @@ Go's ``encoding/json`` writes struct fields in declaration order, map keys sorte
 ``>``, ``&``, U+2028 and U+2029; quantities are strings in canonical form (``resource.Quantity.String()``): bytes
 (gpu-memory) in BinarySI, everything else in DecimalSI. ``DeviceAllocation`` is ``{minor, resources, id
 (omitempty), extension (omitempty): {vfs (omitempty): [{minor (omitempty), busID (omitempty)}]}}``
-(reference/scheduler.md §2.1).
+(``apis/extension/device_share.go: DeviceAllocation``).
 """
 
 from __future__ import annotations

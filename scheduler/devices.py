@@ -1,8 +1,9 @@
 """One node's devices as koord-scheduler's device cache holds them: what the Device CR offers, what assigned pods'
 ``device-allocated`` annotations use, and what is free.
 
-Facts: reference/scheduler.md §1.2 (the CR), §2.1 (the annotation), §2.5 (partition table and policy), §3.1 (state);
-upstream's ``deviceshare/device_cache.go`` and ``allocator_gpu_helper.go``.
+Facts: ``apis/scheduling/v1alpha1/device_types.go`` (the CR), ``apis/extension/device_share.go`` (the annotation,
+the partition table and policy: ``GetGPUPartitionTable``, ``GetGPUPartitionPolicy``), and koord-scheduler's
+``pkg/scheduler/plugins/deviceshare/device_cache.go`` and ``allocator_gpu_helper.go``.
 
 * **total** per type and minor comes from healthy devices only; an unhealthy device keeps its place in the topology
   but offers nothing, and a deleted CR offers nothing at all (every device unhealthy, as upstream).

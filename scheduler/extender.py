@@ -1,8 +1,9 @@
 """The four extender verbs kube-scheduler calls: filter, prioritize, bind, preempt.
 
-Wire facts: reference/scheduler.md §8 (both sections). Keys are capitalized Go field names; with
-``nodeCacheCapable`` only ``NodeNames`` travel and the answer names only nodes that were sent (a name that was
-not sent is an error on kube's side; both lists null means "no node fits", so the list is always written).
+Wire facts: kubernetes ``staging/src/k8s.io/kube-scheduler/extender/v1/types.go`` and ``pkg/scheduler/extender.go:
+HTTPExtender``. Keys are capitalized Go field names; with ``nodeCacheCapable`` only ``NodeNames`` travel and the answer
+names only nodes that were sent (a name that was not sent is an error on kube's side; both lists null means "no node
+fits", so the list is always written).
 
 Decisions, per node, from the cache (:mod:`scheduler.cache`) and the plugins:
 
@@ -266,9 +267,10 @@ class Extender:
 
     def _device_hints(self, pod: Mapping[str, Any], request: PodDeviceRequest,
                       state: NodeState) -> dict[str, list[Hint]]:
-        """DeviceShare as a NUMA hint provider (reference/scheduler.md §3.10): every NUMA subset the devices fit in,
-        smallest first; preferred at the smallest feasible size; score 500 when the subset gives the same cards as
-        the unrestricted allocation. Only where a NUMA policy applies (the node's or the pod's)."""
+        """DeviceShare as a NUMA hint provider (``pkg/scheduler/plugins/deviceshare/topology_hint.go``:
+        ``Plugin.GetPodTopologyHints``, ``generateTopologyHints``): every NUMA subset the devices fit in, smallest
+        first; preferred at the smallest feasible size; score 500 when the subset gives the same cards as the
+        unrestricted allocation. Only where a NUMA policy applies (the node's or the pod's)."""
         topo = state.topology
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         if (not request or topo is None or not topo.numa_resources

@@ -1,7 +1,7 @@
 """Fragmentation-aware GPU placement (FGD: Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads
 with Fragmentation Gradient Descent", USENIX ATC '23), as a DeviceShare scoring strategy (``FragmentationAware``).
 
-**Definitions** (the paper's, in milli-GPUs; reference/scheduler.md §11):
+**Definitions** (the paper's, in milli-GPUs; its artifact is hkust-adsl/kubernetes-scheduler-simulator):
 
 * A *task shape* ``m`` is what one pod asks: cpu, memory, and either a share ``d`` < 1000 of one GPU, or ``k``
   whole GPUs, or no GPU.

@@ -1,9 +1,9 @@
 """LoadAware: koord-scheduler's LoadAwareScheduling plugin as a pure module, fed by the agent's NodeMetric.
 
-Facts: reference/scheduler.md §4, checked against upstream ``pkg/scheduler/plugins/loadaware`` (load_aware.go,
-helper.go, pod_assign_cache.go, estimator/default_estimator.go) and ``pkg/scheduler/apis/config/v1/defaults.go``
-and ``validation/validation_pluginargs.go``. Verdicts and scores equal upstream's for the same inputs, including
-its float64 rounding (Go's ``math.Round``: halves away from zero) and int64 truncating division in the score.
+Facts: upstream ``pkg/scheduler/plugins/loadaware`` (load_aware.go, helper.go, pod_assign_cache.go,
+estimator/default_estimator.go) and ``pkg/scheduler/apis/config/v1/defaults.go`` and
+``validation/validation_pluginargs.go``. Verdicts and scores equal upstream's for the same inputs, including its float64
+rounding (Go's ``math.Round``: halves away from zero) and int64 truncating division in the score.
 
 Why the shape: the extender asks filter and prioritize about one pod over up to 500 nodes, so everything that does
 not change per call is computed once and remembered by identity (the caller hands us the same objects until they
@@ -279,7 +279,8 @@ def _rfc3339(raw: str, where: str) -> float:
 
 @dataclass(frozen=True)
 class NodeMetricView:
-    """What LoadAware reads from one NodeMetric (§4.2), parsed once per resourceVersion.
+    """What LoadAware reads from one NodeMetric (``pod_assign_cache.go: nodeInfo.AddOrUpdateNodeMetric``), parsed once
+    per resourceVersion.
 
     Usages map a resource name to its value (cpu milli-cores, the rest base units). ``node_usage`` is None when
     the report has no ``status.nodeMetric`` (the plugin then lets the node pass and scores it 0).
@@ -661,7 +662,8 @@ class LoadAware:
     # -- estimation --
 
     def estimate(self, pod: Mapping[str, Any]) -> dict[str, int]:
-        """The pod's estimated usage per scaling-factor resource (§4.3): cpu in milli-cores, memory in bytes.
+        """The pod's estimated usage per scaling-factor resource (``estimator/default_estimator.go``:
+        ``DefaultEstimator.EstimatePod``): cpu in milli-cores, memory in bytes.
         Batch and mid pods are estimated from their kubernetes.io/batch-* / mid-* resources. ValueError when the
         pod's resources cannot be read."""
         factors: Mapping[str, int] = self.args.estimated_scaling_factors
@@ -874,7 +876,7 @@ class LoadAware:
 
     def filter(self, pod: Mapping[str, Any], node: Mapping[str, Any], metric: NodeMetricView | None,
                load: NodeLoad, now: float) -> str | None:
-        """None when the node passes; otherwise the reason, worded as upstream (§4.5)."""
+        """None when the node passes; otherwise the reason, worded as upstream (``load_aware.go: Plugin.Filter``)."""
         info = self._pod_info(pod)
         if info.daemonset:
             return None
@@ -911,7 +913,7 @@ class LoadAware:
 
     def score(self, pod: Mapping[str, Any], node: Mapping[str, Any], metric: NodeMetricView | None,
               load: NodeLoad, now: float) -> int:
-        """0..100, not normalized (§4.6); 0 without a fresh NodeMetric."""
+        """0..100, not normalized (``load_aware.go: Plugin.Score``); 0 without a fresh NodeMetric."""
         weights = self._weights
         if weights is None or metric is None:
             return 0

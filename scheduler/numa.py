@@ -1,6 +1,6 @@
 """NodeNUMAResource: koord-scheduler's NUMA-aware placement and CPU pinning, driven by the agent's NRT.
 
-Facts: reference/scheduler.md §2.6 and §5, checked against koord-scheduler's ``plugins/nodenumaresource`` (plugin.go,
+Facts: ``apis/extension/numa_aware.go`` and koord-scheduler's ``plugins/nodenumaresource`` (plugin.go,
 topology_hint.go, resource_manager.go, cpu_accumulator.go, scoring.go, node_allocation.go, topology_options.go) and
 ``frameworkext/topologymanager``. Pure: the caller owns the state (one :class:`NumaUsage` per node, fed with every pod
 assigned there, and the parsed :class:`NodeTopology`), and every decision is a function of (pod, topology, usage).

@@ -1,11 +1,12 @@
 """What a pod asks of a node's devices: its summed requests, the per-type device request koord-scheduler derives
 from them, and the pod's DeviceShare annotations (hints, joint allocation, partition spec).
 
-Facts: reference/scheduler.md §1.3 (allowed combinations, GPU count and per-card request, RDMA/FPGA counts) and
-§2.3–§2.5 (annotations), checked against koord-scheduler's ``deviceshare/utils.go`` and ``devicehandler_*.go``.
-Everything here is pure: a pod in, a :class:`PodDeviceRequest` or a :class:`RequestError` out. Annotations come
-from tenants and are decoded through :mod:`koordlet.decode` (bounded); a bad one makes only this pod
-unschedulable, with a reason that names the annotation.
+Facts: koord-scheduler's ``pkg/scheduler/plugins/deviceshare/utils.go`` (``ValidateDeviceRequest``,
+``ConvertDeviceRequest``: the allowed combinations), ``devicehandler_gpu.go: calcDesiredRequestsAndCountForGPU`` (GPU
+count and per-card request), ``devicehandler_default.go`` (RDMA/FPGA counts) and ``apis/extension/device_share.go`` (the
+hint, joint-allocate and partition-spec annotations). Everything here is pure: a pod in, a :class:`PodDeviceRequest` or
+a :class:`RequestError` out. Annotations come from tenants and are decoded through :mod:`koordlet.decode` (bounded); a
+bad one makes only this pod unschedulable, with a reason that names the annotation.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ TYPE_RESOURCES: dict[str, tuple[str, ...]] = {
     RDMA: (wire.RESOURCE_RDMA,),
     FPGA: (wire.RESOURCE_FPGA,),
 }
-DEVICE_RESOURCE_NAMES = frozenset(n for names in TYPE_RESOURCES.values() for n in names)
 
 
 class RequestError(ValueError):

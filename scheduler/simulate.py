@@ -1,5 +1,6 @@
-"""``koord-scheduler-extender simulate``: a whole cluster placed pod by pod through the extender's own verbs, to
-measure scheduling quality (issue 23; the measure of Weng et al., ATC '23, reference/scheduler.md §11).
+"""``koord-scheduler-extender simulate``: a whole cluster placed pod by pod through the extender's own verbs, to measure
+scheduling quality (the measure of Weng et al., ATC '23, as their artifact hkust-adsl/kubernetes-scheduler-simulator
+computes it).
 
 Nodes come from the trace's nodes CSV (each built as the agent would report it: :func:`scheduler.trace.node_objects`)
 or from the agent's report files; pods from the trace's pods CSV, in arrival order, deletions ignored (the paper's

@@ -1,16 +1,16 @@
 """The simulator's input side: the production trace's CSV files, the cluster objects they stand for, a seeded
 workload generator with the trace's marginals, and nodes read back from the agent's own reports.
 
-Facts: reference/scheduler.md §11; the trace is Alibaba's ``cluster-trace-gpu-v2023`` (github alibaba/clusterdata,
-``openb_node_list_all_node.csv``, ``openb_pod_list_default.csv`` and ``openb_pod_list_gpuspec33.csv``), the one
-Weng et al., "Beware of Fragmentation" (USENIX ATC '23) evaluates on.
+The trace is Alibaba's ``cluster-trace-gpu-v2023`` (github alibaba/clusterdata, ``openb_node_list_all_node.csv``,
+``openb_pod_list_default.csv`` and ``openb_pod_list_gpuspec33.csv``), the one Weng et al., "Beware of Fragmentation"
+(USENIX ATC '23) evaluates on.
 
 **CSV.** Nodes ``sn,cpu_milli,memory_mib,gpu,model``; pods ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,
 qos,pod_phase,creation_time,deletion_time,scheduled_time``. A header row names the columns (any order; columns
 beyond these are ignored). Empty cells mean: no model (a CPU-only node), no ``gpu_spec`` (any model), no
 ``deletion_time`` / ``scheduled_time`` (the trace's Pending pods have none). ``gpu_spec`` is ``|``-separated;
 empty segments are dropped as the trace's own converter does (``pod_csv_to_yaml.py``). Integers may carry a
-``.0`` (pandas writes a column with empty cells as floats). The rules of §11 are checked: ``gpu_milli`` is 0
+``.0`` (pandas writes a column with empty cells as floats). The trace's own rules are checked: ``gpu_milli`` is 0
 without GPUs, 1..1000 for one GPU and 1000 for several; a GPU node has a model and a CPU-only node none; names are
 unique DNS subdomains (they become object names); models and ``gpu_spec`` entries are label values (they are
 matched against the ``gpu-model`` label). A bad cell is a ValueError naming the file, line and column.
@@ -91,7 +91,7 @@ WHOLE_GPU = "nvidia.com/gpu"               # what NVIDIA's device plugin adverti
 LINK_NVLINK, LINK_NVSWITCH, LINK_PCIE = wire.GPU_LINK_NVLINK, "NVSwitch", wire.GPU_LINK_PCIE
 PARTITION_POLICIES = (wire.PARTITION_POLICY_PREFER, wire.PARTITION_POLICY_HONOR, "none")   # the agent's option
 DEVICE_KIND, NRT_KIND, NODE_METRIC_KIND = "Device", "NodeResourceTopology", "NodeMetric"
-# koord-manager copies these Device labels onto the Node (reference/scheduler.md §1.4)
+# koord-manager copies these Device labels onto the Node (pkg/slo-controller/noderesource/plugins/gpudeviceresource)
 NODE_LABELS_FROM_DEVICE = (wire.LABEL_GPU_VENDOR, wire.LABEL_GPU_MODEL, wire.LABEL_GPU_DRIVER_VERSION)
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

@@ -1,4 +1,4 @@
-"""Per-example cost of the parsers of outside input, as the fuzz tests check it (issue 18: each under 50 ms).
+"""Per-example cost of the parsers of outside input, as the fuzz tests check it (each under 50 ms).
 
 Measured in CPU time of the calling thread (``time.thread_time``: user + system time spent by this thread only),
 so a loaded machine, where the thread waits for a core, does not stretch it. Paused meanwhile: the cyclic garbage
@@ -23,16 +23,14 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 EXAMPLE_CPU_BUDGET = 0.050        # seconds of CPU per parsed example
-# 5, not 3: raised when an ~18 KB NodeSLO file load took 146.6 ms three runs in a row against a 142 ms budget; that
-# turned out to be the per-byte allowance below, too small for token-dense YAML, not interference
+# the first run and up to four repeats (the module docstring says why); the least CPU time of them counts
 ATTEMPTS = 5
 # A whole file (NodeSLO, pods file) cannot be parsed in a fixed time whatever its size: the bound that holds is
 # linear in its size (no alias bomb, no nesting blow-up), up to the loaders' 16 MiB cap. PyYAML's pure-Python
 # loader, which the bounds need, reads a pods file at ~2.2 us per byte on an idle 2-CPU VM (JSON: the json module,
 # far less), but its cost is per token, and the densest YAML has a token every two bytes: an 18 KB flow list of
 # one-digit items ("a: [1,1,1,...]") took 128 ms, 7.1 us per byte, on the same idle VM, and ~147 ms under make
-# fuzz's parallel load, over the 5 us/byte this constant first allowed (issue 24's session: the fuzz failure of the
-# session before was this, not a busy neighbour). So the allowance is the densest case's cost, with 1.7x for load.
+# fuzz's parallel load. So the allowance is the densest case's cost, with 1.7x for load.
 FILE_CPU_PER_BYTE = 12e-6
 
 

@@ -1,4 +1,6 @@
-"""CPI: cycles and retired instructions of every container over a window (reference/metrics-and-reports.md §2.11).
+"""CPI: cycles and retired instructions of every container over a window (upstream
+``pkg/koordlet/metricsadvisor/collectors/performance/performance_collector_linux.go``:
+``performanceCollector.collectContainerCPI``).
 
 Every ``interval`` (60 s upstream) the collector opens grouped counters for each container cgroup on every CPU,
 lets them count for ``window`` (10 s), reads, scales for multiplexing, sums over CPUs and closes. Samples are the

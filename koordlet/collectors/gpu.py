@@ -1,6 +1,7 @@
 """GPU devices of the node: the NVML session, the inventory, XID health, and per-cycle usage samples.
 
-Usage follows upstream's metric kinds (reference/metrics-and-reports.md §2.14): per GPU
+Usage follows upstream's metric kinds (``pkg/koordlet/metricsadvisor/devices/gpu/collector_gpu_linux.go``:
+``gpuDeviceManager.getNodeGPUUsage``, ``getPodOrContainerTotalGPUUsageOfPIDs``): per GPU
 ``node_gpu_core_usage`` (Σ SM % of its processes), ``node_gpu_memory_usage`` (Σ process memory) and
 ``node_gpu_memory_total``; per pod and container ``pod_gpu_*`` / ``container_gpu_*`` from the processes that
 belong to them. Upstream reads every container's ``cgroup.procs`` each second to find them; we read

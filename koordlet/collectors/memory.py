@@ -1,8 +1,11 @@
 """Memory beyond plain usage: cold pages from kidled, and usage including the page cache.
 
-Facts: reference/metrics-and-reports.md §2.9 (ColdPageCollector: gate ``ColdPageCollector``, every 5 s, kidled
-kernels, cgroup v1 only) and §2.10 (PageCacheCollector: flag ``enable-pagecache-collector``, every 1 s). These
-series are what NodeMetric reports under ``nodeMemoryCollectPolicy`` usageWithHotPageCache / usageWithPageCache.
+Facts: upstream's ColdPageCollector
+(``pkg/koordlet/metricsadvisor/collectors/coldmemoryresource/cold_page_kidled.go``:
+``kidledcoldPageCollector.collectColdPageInfo``; gate ``ColdPageCollector``, every 5 s, kidled kernels, cgroup v1
+only) and PageCacheCollector (``pkg/koordlet/metricsadvisor/collectors/pagecache/page_cache_collector.go``:
+``pageCacheCollector.collectPageCache``; flag ``enable-pagecache-collector``, every 1 s). These series are what
+NodeMetric reports under ``nodeMemoryCollectPolicy`` usageWithHotPageCache / usageWithPageCache.
 Metric kinds written to the metric cache (bytes):
 
 ========================================  ===========================================================

@@ -1,7 +1,9 @@
 """Pressure stall information of the node, pods and containers (upstream's PerformanceCollector PSI half).
 
-Facts: reference/metrics-and-reports.md §2.12 and §7. Every cycle (upstream: ``-psi-collector-interval``, 10 s)
-reads the three pressure files (cpu, memory, io) of each pod and container cgroup once, and /proc/pressure.
+Facts: upstream ``pkg/koordlet/metricsadvisor/collectors/performance/performance_collector_linux.go``
+(``collectContainerPSI``, ``collectPodPSI``) and ``pkg/koordlet/metrics/psi.go``. Every cycle (upstream:
+``-psi-collector-interval``, 10 s) reads the three pressure files (cpu, memory, io) of each pod and container cgroup
+once, and /proc/pressure.
 
 Metric cache (avg10 only, as upstream; psi_resource is cpu | mem | io, psi_degree some | full):
 

@@ -1,7 +1,7 @@
 """Resctrl monitoring: LLC occupancy and memory bandwidth of the class groups (gate ``ResctrlCollector``).
 
-Facts: reference/metrics-and-reports.md §2.13, read against upstream
-``metricsadvisor/collectors/resctrl/resctrl_collector.go`` and ``resourceexecutor/resctrl.go``:
+Facts: upstream ``pkg/koordlet/metricsadvisor/collectors/resctrl/resctrl_collector.go`` and
+``pkg/koordlet/resourceexecutor/resctrl.go``:
 
 - It runs when the gate **and** the option ``enable-resctrl-collector`` are on (upstream needs both) and the CPU
   is an Intel or AMD one with allocation (``cat_l3``, ``mba``) and monitoring (``cqm_llc``, ``cqm_occup_llc``,

@@ -1,6 +1,7 @@
 """CPU throttling of pods and containers: the share of CFS periods in which the group was throttled.
 
-Upstream's PodThrottledCollector (reference/metrics-and-reports.md §2.3): always on, every collection interval;
+Upstream's PodThrottledCollector (``pkg/koordlet/metricsadvisor/collectors/podthrottled/pod_throttled_collector.go``:
+``podThrottledCollector.collectPodThrottledInfo``): always on, every collection interval;
 ratio = Δnr_throttled / Δnr_periods of ``cpu.stat`` since the previous run (0 when no period elapsed) →
 ``pod_cpu_throttled{pod_uid}`` and ``container_cpu_throttled{container_id}``. The first reading of a cgroup, and a
 cgroup whose counters went backwards (recreated), give no sample until the next run.

@@ -1,8 +1,9 @@
 """CPU and memory usage of the node, pods, containers, the BestEffort tier and the system remainder.
 
-Facts: reference/metrics-and-reports.md §2.1–2.6. Units as upstream: CPU in cores (float), memory in
-bytes; counter-based values need a previous reading, so the first sample of each cgroup is skipped.
-Metric kinds written to the metric cache:
+Facts: upstream's collectors in ``pkg/koordlet/metricsadvisor/collectors/``: ``noderesource``, ``podresource``,
+``beresource``, ``hostapplication`` and ``sysresource``. Units as upstream: CPU in cores (float), memory in bytes;
+counter-based values need a previous reading, so the first sample of each cgroup is skipped. Metric kinds written to the
+metric cache:
 
 ==========================  ======================================================================
 node_cpu_usage              /proc/stat busy ticks (user+nice+system+irq+softirq) per wall second

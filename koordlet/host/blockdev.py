@@ -1,7 +1,8 @@
 """Block devices: which whole disk (``<major>:<minor>``) a blkio QoS block names, read from the kernel.
 
-Facts: reference/qos-enforcement.md §3d. The blkio files take the ``maj:min`` of a whole disk (the kernel refuses
-a partition), so every block resolves to one:
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/blkio/blkio_reconcile.go`` and ``pkg/koordlet/util/storageinfo.go:
+LocalStorageInfo``. The blkio files take the ``maj:min`` of a whole disk (the kernel refuses a partition), so every
+block resolves to one:
 
 - ``device``: ``/dev/sdb``, ``sdb``, ``/dev/sdb1`` (a partition: its disk), ``/dev/mapper/<vg>-<lv>`` or
   ``/dev/<vg>/<lv>`` (an LVM volume: its volume group's disk), or ``8:16``.

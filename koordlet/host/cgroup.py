@@ -1,6 +1,7 @@
 """cgroup v1/v2 and the kubelet's kubepods tree (cgroupfs and systemd naming).
 
-Facts: reference/qos-enforcement.md §1.4 and reference/metrics-and-reports.md §2. A *relative dir* is the
+Facts: upstream ``pkg/koordlet/util/system/cgroup_driver.go`` (``GetCgroupDriver``, the path formatters),
+``pkg/koordlet/util/cgroup_parent_utils.go`` and ``pkg/koordlet/resourceexecutor/reader.go``. A *relative dir* is the
 cgroup path below the hierarchy root (``kubepods/burstable/pod<uid>``); on v1 it sits under each subsystem
 directory (``<root>/cpu/<rel>``), on v2 directly under the root.
 """

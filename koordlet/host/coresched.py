@@ -1,9 +1,9 @@
 """Core scheduling cookies via prctl(PR_SCHED_CORE) (Linux >= 5.14), and the files that switch the feature on.
 
-Facts: reference/qos-enforcement.md §3b. ``prctl(PR_SCHED_CORE=62, op, pid, scope, cookie_ptr)``: op GET=0,
-CREATE=1, SHARE_TO=2, SHARE_FROM=3; scope 0=thread, 1=thread group (TGID), 2=process group. GET and SHARE_FROM
-accept only the thread scope. Tasks with different cookies never run on the two SMT siblings of one core at the
-same time; cookie 0 is "no cookie".
+Facts: upstream ``pkg/koordlet/util/system/core_sched.go`` and ``core_sched_linux.go``. ``prctl(PR_SCHED_CORE=62, op,
+pid, scope, cookie_ptr)``: op GET=0, CREATE=1, SHARE_TO=2, SHARE_FROM=3; scope 0=thread, 1=thread group (TGID),
+2=process group. GET and SHARE_FROM accept only the thread scope. Tasks with different cookies never run on the two SMT
+siblings of one core at the same time; cookie 0 is "no cookie".
 
 The kernel has no "set task X's cookie to task Y's" operation: a cookie travels through the *calling* thread
 (SHARE_FROM copies Y's cookie onto the caller, SHARE_TO pushes the caller's cookie onto X). If the agent's own

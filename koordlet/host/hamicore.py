@@ -1,10 +1,11 @@
 """HAMi-core's shared region: the file libvgpu.so (HAMi-core) mmaps in a container to account device memory and
 SM use of all the container's CUDA processes (``CUDA_DEVICE_MEMORY_SHARED_CACHE``).
 
-Facts (reference/nri-hami-podresources.md §3.4, and the layout in HAMi-core ``src/multiprocess/
-multiprocess_memory_limit.h`` at 8f3a89c, as HAMi's vGPUmonitor reads it: ``pkg/monitor/nvidia/cudevshr.go``,
-``v1/spec.go``): magic 19920718, region version 1.x (1.2 at HEAD), 16 devices, 1024 process slots. The C structs,
-on the LP64 ABI (x86_64, aarch64) with glibc's 32-byte ``sem_t``:
+Facts (HAMi-core ``src/multiprocess/multiprocess_memory_limit.c: try_create_shrreg`` for how the file is made and
+its limits fixed, and the layout in ``src/multiprocess/multiprocess_memory_limit.h`` at 8f3a89c, as HAMi's
+vGPUmonitor reads it: ``pkg/monitor/nvidia/cudevshr.go``, ``v1/spec.go``): magic 19920718, region version 1.x
+(1.2 at HEAD), 16 devices, 1024 process slots. The C structs, on the LP64 ABI (x86_64, aarch64) with glibc's
+32-byte ``sem_t``:
 
 - ``shared_region_t``: ``int32 initialized_flag`` (the magic) @0, ``uint32 major_version`` @4, ``minor_version`` @8,
   ``sm_init_flag`` @12, ``size_t owner_pid`` @16, ``sem_t sem`` @24, ``uint64 device_num`` @56,

@@ -51,9 +51,6 @@ class Inotify:
             raise OSError(err, os.strerror(err), path)
         return wd
 
-    def rm_watch(self, wd: int) -> None:
-        _libc.inotify_rm_watch(self._fd, wd)   # EINVAL when the kernel already dropped it: fine
-
     def read(self) -> list[Event]:
         """All queued events; [] when none are pending."""
         try:

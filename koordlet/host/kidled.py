@@ -1,10 +1,10 @@
 """kidled, the Alibaba Cloud Linux / Anolis kernel's idle-page scanner: its sysfs switches and the per-cgroup
 ``memory.idle_page_stats`` file it fills.
 
-Facts: reference/metrics-and-reports.md §2.9, checked against upstream's kidled_util.go. kidled scans every page
-once per *scan period* and ages the pages nobody touched; each memory cgroup (v1 only) then shows how many bytes
-sit in each age bucket, split by page type. Upstream calls inactive file pages idle for ≥ 60 periods (bucket index
-≥ 5) "cold": they are page cache the kernel can drop without swapping, so usage minus cold is what a workload
+Facts: upstream ``pkg/koordlet/util/system/kidled_util.go`` (``ParseMemoryIdlePageStats``, ``IsKidledSupport``). kidled
+scans every page once per *scan period* and ages the pages nobody touched; each memory cgroup (v1 only) then shows how
+many bytes sit in each age bucket, split by page type. Upstream calls inactive file pages idle for ≥ 60 periods (bucket
+index ≥ 5) "cold": they are page cache the kernel can drop without swapping, so usage minus cold is what a workload
 really needs.
 
 The file (31 lines as the kernel prints it)::

@@ -3,7 +3,7 @@
 The only code that talks rtnetlink. No ``tc``/``ip``/``iptables`` commands are run: everything is a netlink
 request, so a host without iproute2 works, and nothing parses human-readable tool output.
 
-What the net QoS strategy needs, typed (reference/qos-enforcement.md §3e):
+What the net QoS strategy needs, typed (upstream ``pkg/koordlet/runtimehooks/hooks/tc/tc_linux.go: tcPlugin``):
 
 - :meth:`TC.default_link` - the link of the first IPv4 default route (upstream's "egress interface").
 - :meth:`TC.read` - the root qdisc, the HTB classes and the filters of one link as the kernel reports them,

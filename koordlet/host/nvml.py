@@ -435,20 +435,3 @@ class GpuHealth:
         with self._lock:
             return self._marks.get(bus_id)
 
-
-def nvml_available(paths: HostPaths) -> tuple[bool, str]:
-    """For ``koordlet doctor``: can a session open, and how many GPUs does it see."""
-    try:
-        session = Nvml.open(paths)
-    except NvmlUnavailable as e:
-        return False, str(e)
-    try:
-        inv = session.inventory()
-    finally:
-        session.close()
-    if inv.error:
-        return False, inv.error
-    lost = sum(1 for g in inv.gpus if g.lost)
-    return True, (f"driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or '?'}, {len(inv.gpus)} GPU(s)"
-                  + (f", {lost} lost" if lost else ""))
-

@@ -1,7 +1,7 @@
 """Pressure stall information (PSI): the kernel's ``*.pressure`` files of the node and of cgroups.
 
-Facts: reference/metrics-and-reports.md §2 (reader table) and §2.12. Each file has a ``some`` line and, on
-most kernels, a ``full`` line::
+Facts: upstream ``pkg/koordlet/util/system/psi.go`` (``ParsePSIStats``, ``GetPSIByResource``). Each file has a ``some``
+line and, on most kernels, a ``full`` line::
 
     some avg10=0.14 avg60=5.81 avg300=8.79 total=511464558
     full avg10=0.00 avg60=0.00 avg300=0.00 total=0

@@ -1,11 +1,11 @@
 """RDMA NIC inventory from sysfs, selected the way upstream koordlet's RDMA collector selects it.
 
-Upstream (reference/metrics-and-reports.md §2.15) walks the PCI devices, keeps network controllers (base class
-0x02) that are physical functions and have InfiniBand devices, takes the minor from a Mellanox IB name
-(``mlx5_3`` -> 3) and health from the IB port states. koord-scheduler allocates these devices (and their SR-IOV
-VFs) to pods by minor and NUMA node, so a device that cannot be described correctly is left out and named in the
-problems instead of being reported with made-up values. Note that this skips InfiniBand HCAs whose PCI class is
-0x0c06 (serial bus: InfiniBand, e.g. QLogic ``qib``), exactly as upstream does.
+Upstream (``pkg/koordlet/metricsadvisor/devices/rdma/collector_rdma_linux.go: GetNetDevice``) walks the PCI devices,
+keeps network controllers (base class 0x02) that are physical functions and have InfiniBand devices, takes the minor
+from a Mellanox IB name (``mlx5_3`` -> 3) and health from the IB port states. koord-scheduler allocates these devices
+(and their SR-IOV VFs) to pods by minor and NUMA node, so a device that cannot be described correctly is left out and
+named in the problems instead of being reported with made-up values. Note that this skips InfiniBand HCAs whose PCI
+class is 0x0c06 (serial bus: InfiniBand, e.g. QLogic ``qib``), exactly as upstream does.
 """
 
 from __future__ import annotations

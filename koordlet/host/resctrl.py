@@ -1,7 +1,8 @@
 """The resctrl filesystem (Intel RDT / AMD PQoS cache and memory-bandwidth allocation): detection, mounting, the
 ``info/`` limits, schemata parsing and formatting, task lists, and group directories.
 
-Facts (reference/qos-enforcement.md §3c, and the kernel's ``fs/resctrl`` / ``arch/x86/kernel/cpu/resctrl``):
+Facts (upstream ``pkg/koordlet/util/system/resctrl.go``, ``resctrl_linux.go``, and the kernel's ``fs/resctrl`` /
+``arch/x86/kernel/cpu/resctrl``):
 
 - The root is ``<sys-fs-root>/resctrl``. It is usable once ``info/L3/cbm_mask`` exists; otherwise, on a CPU with
   the ``cat_l3`` flag, it can be mounted (``mount -t resctrl resctrl <root>``, MS_RELATIME), as upstream does.
@@ -329,11 +330,6 @@ def read_ids(path: str) -> set[bytes]:
     """The ids of a task list (resctrl ``tasks``, cgroup ``tasks`` / ``cgroup.threads``) as raw decimal tokens:
     both kinds of file print plain decimal, so tokens compare without int() per id. OSError when unreadable."""
     return set(read_bytes(path).split())
-
-
-def group_tasks(root: str, name: str) -> set[int]:
-    """Thread ids in a group ("" = the root group)."""
-    return {int(t) for t in read_ids(os.path.join(root, name, "tasks"))}
 
 
 _libc: ctypes.CDLL | None = None

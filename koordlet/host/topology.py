@@ -1,9 +1,9 @@
 """CPU / NUMA topology of the host, read from sysfs and procfs into plain dataclasses.
 
-Upstream koordlet runs ``lscpu -e=CPU,NODE,SOCKET,CORE,CACHE,ONLINE`` (reference/metrics-and-reports.md §2.7); we
-read the same sysfs files lscpu reads, without a subprocess, so a DaemonSet with ``/host-sys`` and a test with a
-dumped tree work the same way. Numbering follows lscpu, because koord-scheduler consumes these numbers through the
-``node.koordinator.sh/cpu-topology`` annotation:
+Upstream koordlet runs ``lscpu -e=CPU,NODE,SOCKET,CORE,CACHE,ONLINE`` (``pkg/koordlet/util/cpuinfo.go:
+GetLocalCPUInfo``); we read the same sysfs files lscpu reads, without a subprocess, so a DaemonSet with ``/host-sys``
+and a test with a dumped tree work the same way. Numbering follows lscpu, because koord-scheduler consumes these numbers
+through the ``node.koordinator.sh/cpu-topology`` annotation:
 
 * ``socket`` is lscpu's SOCKET: a logical index of the package, in order of each package's lowest CPU (not the raw
   ``physical_package_id``, which can be sparse: 0 and 8 on a POWER9).

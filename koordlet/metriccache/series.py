@@ -253,11 +253,6 @@ class Series:
         self.window(MS_MIN, MS_MAX, MS_MIN, out_ts, out_vals)
         return out_ts, out_vals
 
-    def chunk_columns(self, i: int) -> tuple[array[int], array[float]]:
-        """The decoded points of chunk ``i``."""
-        n = self.c_n[i]
-        return decode_ts(self.c_ts[i], n), decode_vals(self.c_vals[i], n)
-
 
 def _take(ts: array[int], vals: array[float], lo: int, hi: int, ordered: bool, out_ts: array[int],
           out_vals: array[float]) -> None:

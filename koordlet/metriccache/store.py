@@ -335,7 +335,6 @@ class MetricCache:
         self._baseline: tuple[float, int] | None = None      # (history, file size) at the first measurement
         self._full_logged = False
         self._floor_ms = MS_MIN
-        self._kv: dict[str, object] = {}
         self._conn: sqlite3.Connection | None = None
         # the roll-up's own connection (opened at its first step): it reads, summarises and writes outside the lock,
         # and its transactions are isolated from the queries on _conn
@@ -1122,14 +1121,3 @@ class MetricCache:
             # Disk is gone: memory must now answer for everything it still holds.
             self._floor_ms = MS_MIN
 
-    # -------------------------------------------------------------------- kv
-
-    def set_kv(self, key: str, value: object) -> None:
-        """Store a non-time-series fact (e.g. node CPU info); memory only, like upstream."""
-        with self._lock:
-            self._kv[key] = value
-
-    def get_kv(self, key: str, default: object = None) -> object:
-        """Return the value stored under ``key`` or ``default``."""
-        with self._lock:
-            return self._kv.get(key, default)

@@ -1,4 +1,5 @@
-"""Koordinator device allocations merged into kubelet PodResources answers (reference §4.3–4.4).
+"""Koordinator device allocations merged into kubelet PodResources answers (koordinator
+``pkg/koordlet/statesinformer/impl/states_pod_resources.go: fillPodDevicesAllocatedByKoord``).
 
 Multus-CNI finds a pod's RDMA VFs by looking up ``koordinator.sh/rdma`` in the devices the PodResources API lists
 for the pod's containers. The kubelet knows nothing of koord-scheduler's allocations, so the proxy adds them from

@@ -1,11 +1,11 @@
 """The kubelet's PodResources endpoint behind a single-flight, rate-limited cache.
 
-Multus opens a connection and calls List on every CNI ADD that needs devices, and the kubelet rejects more than
-100 calls/s (burst 10) with RESOURCE_EXHAUSTED (reference §4.2). So the proxy never forwards calls one to one: an
-answer younger than ``max_age`` is served as it is; an older one is refreshed by exactly one caller while the
-others wait for that same call; and no call starts within ``min_interval`` of the previous one (when it would,
-the last answer is served). However many clients ask, the kubelet sees at most one call per ``min_interval``.
-When the kubelet fails, the last good answer stays; its age is the proxy's staleness.
+Multus opens a connection and calls List on every CNI ADD that needs devices, and the kubelet rejects more than 100
+calls/s (burst 10) with RESOURCE_EXHAUSTED (kubernetes ``pkg/kubelet/apis/podresources/grpc/ratelimit.go``). So the
+proxy never forwards calls one to one: an answer younger than ``max_age`` is served as it is; an older one is refreshed
+by exactly one caller while the others wait for that same call; and no call starts within ``min_interval`` of the
+previous one (when it would, the last answer is served). However many clients ask, the kubelet sees at most one call per
+``min_interval``. When the kubelet fails, the last good answer stays; its age is the proxy's staleness.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """How much of the Prod tier's requests the node can lend out, and the node's predicted Prod peak.
 
-Upstream's ``ProdReclaimablePredictor`` (``pkg/koordlet/prediction/peak_predictor.go``, reference
-metrics-and-reports.md §4.5) runs two predictors over the pods that had metrics in the report window and takes
-the element-wise minimum of their reclaimable results (and the maximum of their peaks), so the answer is only
-as optimistic as the more careful of the two:
-
+Upstream's ``ProdReclaimablePredictor`` (``pkg/koordlet/prediction/peak_predictor.go``) runs two predictors over the
+pods that had metrics in the report window and takes the element-wise minimum of their reclaimable results (and the
+maximum of their peaks), so the answer is only as optimistic as the more careful of the two:
 * the pod predictor sums, pod by pod, ``request − peak`` where the pod's own model predicts its peak;
 * the priority predictor compares the summed requests with the predicted peak of the whole Prod tier plus the
   system, which catches pods whose peaks never coincide.

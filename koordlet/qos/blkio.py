@@ -1,8 +1,8 @@
 """Blkio QoS: per-disk IO limits and weights for the BestEffort tier and for annotated pods, and the iocost
 parameters of the disks at the cgroup root. cgroup v1 (``blkio.*``) and v2 (``io.*``).
 
-Facts: reference/qos-enforcement.md §3d (upstream ``qosmanager/plugins/blkio``, gate ``BlkIOReconcile``, default
-off). Every cycle:
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/blkio/blkio_reconcile.go: blkIOReconcile`` (gate ``BlkIOReconcile``,
+default off). Every cycle:
 
 - ``beClass.blkioQOS``: its blocks (none when ``enable`` is false) are written in the BestEffort QoS directory.
 - ``cgroupRoot.blkioQOS``: iocost QoS and model of each disk at the hierarchy root, when the kernel has iocost.

@@ -1,4 +1,5 @@
-"""Core scheduling: keep every process of a cookie group in that group's cookie (reference §3b).
+"""Core scheduling: keep every process of a cookie group in that group's cookie (upstream
+``pkg/koordlet/runtimehooks/hooks/coresched/core_sched.go: Plugin.SetContainerCookie``, ``helper.go``).
 
 Who is in which group is decided by :mod:`koordlet.rules.core_sched`; this strategy makes the kernel agree.
 A pod's *units* are its container cgroups: the running containers and the sandbox (every other container-looking

@@ -1,7 +1,8 @@
 """CPU burst: ``cpu.cfs_burst_us`` from the container limit, and cfs-quota scaling for throttled containers.
 
-Facts: reference/qos-enforcement.md §3f "CPU burst" (upstream ``qosmanager/plugins/cpuburst``). Every cycle, for
-each pod whose *raw* QoS class is not LSR, LSE or BE (those have dedicated CPUs or are batch):
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go: cpuBurst`` (``applyCPUBurst``,
+``applyCFSQuotaBurst``). Every cycle, for each pod whose *raw* QoS class is not LSR, LSE or BE (those have dedicated
+CPUs or are batch):
 
 - The pod annotation ``koordinator.sh/cpuBurst`` (a CPUBurstConfig JSON) is overlaid on the node's
   ``cpuBurstStrategy``. A malformed annotation is logged once naming the pod; the node config is used.

@@ -1,5 +1,6 @@
 """CPU QoS strategy: group identity (``cpu.bvt_warp_ns``) and ``cpu.idle`` on QoS dirs, pods, containers and host
-applications (reference/qos-enforcement.md §3a, §3b schedIdle, §3g).
+applications (upstream ``pkg/koordlet/runtimehooks/hooks/groupidentity/interceptor.go``: ``SetPodBvtValue``,
+``SetKubeQOSBvtValue``, ``SetHostAppBvtValue``; ``hooks/coresched/core_sched.go: Plugin.SetKubeQOSCPUIdle``).
 
 Kernel support is probed once (bvt: the file in kubepods or the sysctl; idle: ``cpu.idle`` in kubepods). Files the
 kernel lacks are never attempted, so an unsupported feature costs nothing per cycle; ``doctor`` says why.

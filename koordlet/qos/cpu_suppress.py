@@ -1,7 +1,7 @@
 """BE CPU suppress: shrink what the BestEffort tier may use so the other pods keep their share of the node.
 
-Facts: reference/qos-enforcement.md §3f "CPU suppress", read against upstream
-``qosmanager/plugins/cpusuppress/cpu_suppress.go`` and ``helpers/calculator.go``:
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go: CPUSuppress.suppressBECPU`` and
+``pkg/koordlet/qosmanager/helpers/calculator.go``:
 
 - suppress(BE) = capacity·threshold% − Σusage(non-BE pods) − Σusage(non-BE host apps) − systemUsed, with
   systemUsed = max(node − Σpods − Σhost apps, 0, nodeReserved) and nodeReserved = max(capacity − allocatable,
@@ -73,7 +73,7 @@ BE_MIN_QUOTA = 2000
 BE_MAX_INCREASE_CPU_PERCENT = 0.1
 SUPPRESS_BYPASS_QUOTA_DELTA_RATIO = 0.01
 UNSET_QUOTA = -1
-POD_DEPTH, CONTAINER_DEPTH = 1, 2        # below the BestEffort QoS dir
+CONTAINER_DEPTH = 2                      # below the BestEffort QoS dir: pods at 1, their containers at 2
 
 _USING, _RECOVERED = "using", "recovered"
 

@@ -1,8 +1,8 @@
 """Evictions under CPU and memory pressure: BECPUEvict, CPUAllocatableEvict, CPUEvict, BEMemoryEvict,
 MemoryAllocatableEvict, MemoryEvict.
 
-Facts: reference/qos-enforcement.md §1.2 (eviction metadata) and §3f "CPU evict" / "Memory evict", read against
-upstream ``qosmanager/plugins/{cpuevict,memoryevict,util}``:
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/cpuevict/cpu_evict.go: cpuEvictor``, ``memoryevict/memory_evict.go:
+memoryEvictor`` and ``util/evict.go``; the eviction metadata from ``apis/extension/constants.go``:
 
 - Every gate also needs ``resourceUsedThresholdWithBE.enable``. Memory runs BEMemoryEvict, MemoryAllocatableEvict
   then MemoryEvict with a 4 s cool-down after an eviction (none at start); CPU runs BECPUEvict,
@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Wire names (reference §1.2); not yet in koordlet/wire.py.
+# Wire names (the feature gates of upstream pkg/features/koordlet_features.go); not yet in koordlet/wire.py.
 
 BE_CPU_EVICT, CPU_EVICT, CPU_ALLOCATABLE_EVICT = "BECPUEvict", "CPUEvict", "CPUAllocatableEvict"
 BE_MEMORY_EVICT, MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
@@ -124,7 +124,7 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
 # --------------------------------------------------------------------------------------------------
-# pod metadata (reference §1.2)
+# pod metadata (upstream apis/extension/constants.go, priority_utils.go)
 # --------------------------------------------------------------------------------------------------
 
 @decoder(wire.ANNOTATION_EVICTION_POLICY)

@@ -1,6 +1,6 @@
 """Memory QoS: memcg protection (min/low), throttling (high), watermarks, priority and page cache limits.
 
-Facts: reference/qos-enforcement.md §3f "Memory QoS" (upstream ``qosmanager/plugins/cgreconcile``, gate
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/cgreconcile/cgroup_reconcile.go: cgroupResourcesReconcile`` (gate
 ``CgroupReconcile``, default off). Every cycle, for every active pod:
 
 - Config: the class's ``memoryQOS`` (LSE shares LSR's; the class comes from the label, else the Kubernetes QoS),

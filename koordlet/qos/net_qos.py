@@ -1,5 +1,6 @@
 """Network QoS: egress shaping with an HTB tree on the node's egress interface (policy ``tc``), or the config files
-of Terway's own QoS agent (policy ``terway-qos``). Facts: reference/qos-enforcement.md §3e.
+of Terway's own QoS agent (policy ``terway-qos``). Facts: upstream ``pkg/koordlet/runtimehooks/hooks/tc/``
+(``tc_linux.go: tcPlugin``, ``helper.go``) and ``hooks/terwayqos/terwayqos.go``.
 
 Policy ``tc`` (``resourceQOSStrategy.policies.netQOSPolicy`` unset or ``tc``), through netlink
 (:mod:`koordlet.host.netlink`), on the link of the IPv4 default route:

@@ -11,7 +11,8 @@ annotation goes away the kubelet's quotas are written back once (upstream leaves
 the containers restart); the pod-level quota is set only where the kubelet sets one (every container limited:
 upstream sums the limits it finds, so a pod with an unlimited container gets a quota).
 
-Facts: reference/qos-enforcement.md §3f "Other hooks", §3g. The values come from :mod:`koordlet.rules.resources`,
+Facts: upstream ``pkg/koordlet/runtimehooks/hooks/`` ``batchresource``, ``cpuset`` and ``cpunormalization``; host
+applications as ``pkg/koordlet/util/host_application.go``. The values come from :mod:`koordlet.rules.resources`,
 the same functions the NRI hooks use. Pod dirs are written before their containers where the kernel checks the
 parent (v1 cfs quota); the sandbox (pause) container gets the same cpuset as the app containers.
 

@@ -1,5 +1,6 @@
 """Resctrl strategy: LLC ways (CAT) and memory bandwidth (MBA) per QoS class and per pod, and the threads that
-belong to each group (reference/qos-enforcement.md §3c).
+belong to each group (upstream ``pkg/koordlet/qosmanager/plugins/resctrl/resctrl_reconcile.go: resctrlReconcile`` and
+``pkg/koordlet/runtimehooks/hooks/resctrl``).
 
 Each cycle:
 

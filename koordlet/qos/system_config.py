@@ -1,6 +1,6 @@
 """System config: node-wide memory and scheduler sysctls from NodeSLO ``systemStrategy``.
 
-Facts: reference/qos-enforcement.md §3f "System config" (upstream ``qosmanager/plugins/sysreconcile``, gate
+Facts: upstream ``pkg/koordlet/qosmanager/plugins/sysreconcile/system_config.go: systemConfig.reconcile`` (gate
 ``SystemConfig``, default off). Each set field becomes one write-if-different through the executor; unset fields
 write nothing (the kernel keeps whatever it has):
 

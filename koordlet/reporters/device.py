@@ -1,6 +1,7 @@
 """The Device object (``scheduling.koordinator.sh/v1alpha1``, cluster-scoped, named after the node).
 
-Facts: reference/metrics-and-reports.md §5, checked against upstream's states_device_linux.go:
+Facts: upstream ``pkg/koordlet/statesinformer/impl/states_device_linux.go`` (``statesInformer.reportDevice``,
+``buildGPUDevice``, ``buildRDMADevice``, ``buildXPUDevice``) and ``apis/scheduling/v1alpha1/device_types.go``:
 * GPUs: ``{type: gpu, id: <NVML UUID>, minor, health, resources: {gpu-core: 100, gpu-memory: <bytes>,
   gpu-memory-ratio: 100}, topology: {socketID: -1, nodeID, pcieID, busID}}``; topology only with a PCIe root and
   bus id; NUMA node -1 is reported as 0 (upstream's helper does the same). A ``Healthy`` condition only once a

@@ -1,6 +1,7 @@
 """The GPU partition table (Device annotation ``scheduling.koordinator.sh/gpu-partitions``), derived from topology.
 
-Facts: reference/metrics-and-reports.md §5.4-§5.5 (format), reference/scheduler.md §2.5 (use). Upstream koordlet
+Facts: the format is ``apis/extension/device_share.go: GPUPartitionTable``; what upstream koordlet emits,
+``pkg/koordlet/statesinformer/impl/states_device_linux.go: getPartitionTableFromXPUDevices``. Upstream koordlet
 emits no table for NVIDIA GPUs (the scheduler then falls back to a built-in Hopper table for H100/H800/H20 only).
 We derive one from the node's real NVLink and PCIe topology, so the scheduler keeps a multi-GPU pod on GPUs that
 talk fast to each other, and can honour a pod's ``ringBusBandwidth`` requirement.
@@ -76,8 +77,9 @@ from typing import Any
 from koordlet import wire
 from koordlet.quantity import format_milli
 
-# NVML nvmlGpuTopologyLevel_t, as returned by nvmlDeviceGetTopologyCommonAncestor for a pair of GPUs.
-PCIE_INTERNAL, PCIE_SINGLE, PCIE_MULTIPLE, PCIE_HOSTBRIDGE, PCIE_NODE, PCIE_SYSTEM = 0, 10, 20, 30, 40, 50
+# NVML nvmlGpuTopologyLevel_t, as returned by nvmlDeviceGetTopologyCommonAncestor for a pair of GPUs (INTERNAL, 0,
+# two GPUs on one board, is only ever compared as a number).
+PCIE_SINGLE, PCIE_MULTIPLE, PCIE_HOSTBRIDGE, PCIE_NODE, PCIE_SYSTEM = 10, 20, 30, 40, 50
 
 # Bytes per second, one direction, of one NVLink by NVML nvmlNvlinkVersion_t (1=1.0 ... 7=5.0).
 NVLINK_LINK_BANDWIDTH: Mapping[int, int] = {1: 20 * 10**9, 2: 25 * 10**9, 3: 25 * 10**9, 4: 25 * 10**9,

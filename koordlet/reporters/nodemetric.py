@@ -1,6 +1,7 @@
 """NodeMetric (``slo.koordinator.sh/v1alpha1``) status, built from the metric cache as upstream koordlet does.
 
-Facts: reference/metrics-and-reports.md §4, checked against upstream's states_nodemetric.go:
+Facts: upstream ``pkg/koordlet/statesinformer/impl/states_nodemetric.go`` (``nodeMetricInformer.sync``,
+``collectMetric``):
 * the spec's ``metricCollectPolicy`` is merged over defaults; aggregateDurationSeconds is at least 60 and
   reportIntervalSeconds at least 30;
 * ``nodeUsage`` / ``systemUsage`` are AVG over [now − aggregateDuration, now];

@@ -1,6 +1,7 @@
 """NodeResourceTopology (``topology.node.k8s.io/v1alpha1``): what upstream koordlet reports, built from our topology.
 
-Facts: reference/metrics-and-reports.md §6, checked against upstream's states_noderesourcetopology.go.
+Facts: upstream ``pkg/koordlet/statesinformer/impl/states_noderesourcetopology.go`` (``nodeTopoInformer.calcNodeTopo``,
+``reportNodeTopology``).
 
 * One zone ``node-<id>`` (type ``Node``) per NUMA node with ``cpu`` (logical CPUs), ``memory`` (node MemTotal minus
   hugepage memory) and ``hugepages-2Mi`` / ``hugepages-1Gi`` (0 unless the ``HugePageReport`` gate is on);

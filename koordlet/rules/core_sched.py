@@ -1,7 +1,6 @@
 """Core scheduling: which cookie group a pod belongs to (None = no cookie, cookie 0).
 
-Facts: reference/qos-enforcement.md §3b, read against upstream ``runtimehooks/hooks/coresched`` (rule.go,
-core_sched.go ``getPodEnabledAndGroup``):
+Facts: upstream ``pkg/koordlet/runtimehooks/hooks/coresched`` (rule.go, helper.go ``Plugin.getPodEnabledAndGroup``):
 
 - A class is enabled when ``policies.cpuPolicy`` is ``coreSched`` and the class's ``cpuQOS.enable`` is true;
   ``cpuQOS.coreExpeller`` makes the class an expeller (group ID suffix ``-expeller``).

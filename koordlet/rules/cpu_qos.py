@@ -1,9 +1,10 @@
 """CPU QoS values: group identity (``cpu.bvt_warp_ns``) and ``cpu.idle`` per QoS dir, pod and host application.
 
-Facts: reference/qos-enforcement.md §3a (group identity) and §3b (schedIdle). Upstream computes a rule from the
-merged NodeSLO once per NodeSLO change; so do we (:func:`cpu_qos_rule`), and the per-pod value is a pure function
-of the rule and the pod (:func:`pod_bvt`, :func:`class_pod_bvt` when the pod's annotation is refused), shared by
-the reconciler and the NRI sandbox hook.
+Facts: upstream ``pkg/koordlet/runtimehooks/hooks/groupidentity/rule.go`` (group identity: ``bvtPlugin.parseRule``,
+``bvtRule.getPodBvtValue``) and ``hooks/coresched/rule.go`` (schedIdle: ``Rule.IsKubeQOSCPUIdle``). Upstream computes a
+rule from the merged NodeSLO once per NodeSLO change; so do we (:func:`cpu_qos_rule`), and the per-pod value is a pure
+function of the rule and the pod (:func:`pod_bvt`, :func:`class_pod_bvt` when the pod's annotation is refused), shared
+by the reconciler and the NRI sandbox hook.
 
 Beyond upstream: on kernels without ``cpu.bvt_warp_ns`` (every mainline kernel) group identity silently does
 nothing upstream. When the policy is groupIdentity, the BE class is enabled with identity −1 ("BE, yields to

@@ -33,7 +33,8 @@ def allocation_ids(allocation: DeviceAllocation) -> list[str]:
 
 def device_count(dtype: str, requests: Mapping[str, Fraction]) -> int:
     """Whole devices one container's request stands for, following the scheduler's normalisation
-    (reference/scheduler.md §1.3): card counts, ``gpu.shared``, percentages over 100 in steps of 100; any
+    (koord-scheduler ``pkg/scheduler/plugins/deviceshare/utils.go: ValidateDeviceRequest``, ``devicehandler_gpu.go:
+    calcDesiredRequestsAndCountForGPU``): card counts, ``gpu.shared``, percentages over 100 in steps of 100; any
     other request is a share of one device."""
     mine = {name: q for name, q in requests.items() if wire.DEVICE_RESOURCES.get(name) == dtype}
     if dtype == wire.DEVICE_GPU:

@@ -1,4 +1,5 @@
-"""Per-container ``oom_score_adj`` from pod annotations (gate OOMScoreAdj; reference/qos-enforcement.md §3f).
+"""Per-container ``oom_score_adj`` from pod annotations (gate OOMScoreAdj; upstream
+``pkg/koordlet/runtimehooks/hooks/oomscoreadj``).
 
 ``koordinator.sh/oom-score-adj-spec`` = ``{"<container>": int}`` beats ``koordinator.sh/oom-score-adj`` = int, for
 regular containers only (never the sandbox). Upstream writes ``/proc/<pid>/oom_score_adj`` after the fact; through

@@ -1,8 +1,9 @@
 """Container and pod cgroup resources the agent owns: cpuset (CPUSetAllocator) and batch resources (BatchResource).
 
-Facts: reference/qos-enforcement.md §3f "Other hooks that write cgroups". Pure functions of (pod, container, node
-pools, NodeSLO); the reconciler writes their answers, and the NRI CreateContainer hook will return the same answers
-as an adjustment, so a container gets the same cgroup whether it started before or after the agent.
+Facts: upstream ``pkg/koordlet/runtimehooks/hooks/`` ``batchresource``, ``cpuset`` and ``cpunormalization`` (each
+``rule.go`` and hook file). Pure functions of (pod, container, node pools, NodeSLO); the reconciler writes their
+answers, and the NRI CreateContainer hook will return the same answers as an adjustment, so a container gets the same
+cgroup whether it started before or after the agent.
 
 A field left ``None`` means "not ours for this pod": the agent does not touch that file.
 """

@@ -1,10 +1,10 @@
 """The pod annotation ``scheduling.koordinator.sh/device-allocated``: which devices koord-scheduler gave a pod.
 
-Format (reference/scheduler.md §2.1): ``{"<type>": [{"minor": int, "resources": {name: quantity}, "id": str,
-"extension": {"vfs": [{"minor": int, "busID": str}]}}]}``, per-card resources, quantities as Kubernetes strings
-("16Gi", "100"). Deprecated ``kubernetes.io/gpu*`` / ``kubernetes.io/rdma`` names are read as their
-``koordinator.sh/`` twins, as the scheduler's transformers do. A malformed value raises DecodeError naming the
-field; callers log it against the pod and treat the pod as having no allocation.
+Format (``apis/extension/device_share.go: DeviceAllocations``): ``{"<type>": [{"minor": int, "resources": {name:
+quantity}, "id": str, "extension": {"vfs": [{"minor": int, "busID": str}]}}]}``, per-card resources, quantities as
+Kubernetes strings ("16Gi", "100"). Deprecated ``kubernetes.io/gpu*`` / ``kubernetes.io/rdma`` names are read as their
+``koordinator.sh/`` twins, as the scheduler's transformers do. A malformed value raises DecodeError naming the field;
+callers log it against the pod and treat the pod as having no allocation.
 """
 
 from __future__ import annotations

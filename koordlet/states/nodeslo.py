@@ -1,6 +1,7 @@
 """NodeSLO: the spec model, the koordlet's defaults and merge, and a local file source for standalone/host mode.
 
-Upstream facts (reference/qos-enforcement.md §2, read against koordinator-sh/koordinator a7a1b76):
+Upstream facts (koordinator-sh/koordinator a7a1b76: ``pkg/koordlet/statesinformer/impl/states_nodeslo.go``,
+``pkg/util/sloconfig/nodeslo_config.go``, ``apis/slo/v1alpha1/nodeslo_types.go``):
 
 - The koordlet never uses a received ``NodeSLO.spec`` as is. Per section (threshold, QoS strategy, CPU burst,
   system, extensions) it marshals the received value and unmarshals it onto a fresh copy of
@@ -24,8 +25,9 @@ Beyond upstream (documented differences):
 - Paired limits (``*LowerPercent`` < ``*ThresholdPercent``, ``catRangeStartPercent`` < ``catRangeEndPercent``) are
   compared after the merge, only when both are set. The webhook also rejects one of a pair given alone, which
   would reject upstream's own defaults (``memoryEvictThresholdPercent`` 70 without a lower bound).
-- ``spec.extensions`` (wire shape ``{"Object": {...}}``, see §2.1) is passed through. Upstream keeps only keys
-  that a plugin registered defaults for, and none are registered, so the Go koordlet drops them all.
+- ``spec.extensions`` (wire shape ``{"Object": {...}}``: ``ExtensionsMap`` is tagged ``json:",inline"``, which
+  encoding/json ignores on a named map field) is passed through. Upstream keeps only keys that a plugin registered
+  defaults for, and none are registered, so the Go koordlet drops them all.
 - Host applications with an unknown ``qos`` / ``priority`` / ``cgroupPath.base`` are dropped with an error.
 - ``to_wire()`` keeps quantities as written ("1000M"); Go would canonicalise them ("1G").
 """

@@ -1,8 +1,8 @@
 """The agent's view of a pod: the few fields it acts on, parsed once from the Kubernetes JSON object.
 
-Class rules follow reference/qos-enforcement.md §1.1–1.3: the koordinator QoS class comes from the
-``koordinator.sh/qosClass`` label, else from the Kubernetes QoS class; the priority class from the
-``koordinator.sh/priority-class`` label, else ``spec.priority`` ranges, else the QoS class.
+Class rules follow upstream ``apis/extension/qos_utils.go``, ``priority_utils.go`` and ``resource.go``: the koordinator
+QoS class comes from the ``koordinator.sh/qosClass`` label, else from the Kubernetes QoS class; the priority class from
+the ``koordinator.sh/priority-class`` label, else ``spec.priority`` ranges, else the QoS class.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class Resources:
     """A container's requests and limits as the enforcement rules need them (0 = not set).
 
     cpu in milli-cores, memory in bytes; batch_* are the ``kubernetes.io/batch-*`` extended resources (their
-    quantity's integer value is already milli-cores for cpu, reference §1.3); mid_* the ``kubernetes.io/mid-*``
-    ones (only reported, as upstream's ``container_resource_requests`` / ``_limits``).
+    quantity's integer value is already milli-cores for cpu, as ``apis/extension/resource.go`` defines it); mid_*
+    the ``kubernetes.io/mid-*`` ones (only reported, as upstream's ``container_resource_requests`` / ``_limits``).
     """
     cpu_request: int = 0
     cpu_limit: int = 0

@@ -1,9 +1,9 @@
 """What the collection cycle read from the kernel, handed to the QoS strategies of the same second.
 
-Issue 24: each kernel file is read once per cycle. The collectors read every pod and container cgroup each second;
-a strategy that needs the same value (CPU burst's throttling check under the quota-burst policies reads each LS
-container's ``cpu.stat``) takes the collector's reading when it is fresh, and reads the file itself only otherwise
-(the collector is off or slower than the reconciler, or the cgroup is new).
+Each kernel file is read once per cycle. The collectors read every pod and container cgroup each second; a strategy that
+needs the same value (CPU burst's throttling check under the quota-burst policies reads each LS container's
+``cpu.stat``) takes the collector's reading when it is fresh, and reads the file itself only otherwise (the collector is
+off or slower than the reconciler, or the cgroup is new).
 
 One writer per kind of reading (the throttled collector for ``cpu.stat``) replaces the whole map at the end of its
 cycle: readers on other threads see one cycle or the next, never half of each.

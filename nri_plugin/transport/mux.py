@@ -1,4 +1,4 @@
-"""The NRI multiplexer: logical conns over one unix stream (reference §1.3, checklist items 1–3).
+"""The NRI multiplexer: logical conns over one unix stream (containerd/nri ``pkg/net/multiplex/mux.go``).
 
 A frame is ``conn id (u32 BE) | length (u32 BE) | payload``. Payloads of one conn id are joined into that conn's
 byte stream; a frame is not a message. Conn 1 carries the Plugin service (the runtime calls us), conn 2 the
@@ -7,10 +7,10 @@ Runtime service (we call it). Frames for conn ids nobody opened are dropped, as 
 What we send is shaped for Go's reader: every message is cut into frames of at most 4096 bytes and no frame holds
 bytes of two messages (a larger frame makes Go's mux fail with ENOMEM, a mixed one loses bytes).
 
-What we receive must complete: a frame (or a conn's ttRPC message) whose first bytes arrived has ``partial_timeout``
-(5 s) to arrive whole. A Go peer writes each message at once, so a header announcing megabytes followed by silence
-is a wedged or broken peer; waiting for it would hold the trunk forever with no other timeout to end it (issue 18).
-The trunk is closed instead and the plugin reconnects with its usual back-off.
+What we receive must complete: a frame (or a conn's ttRPC message) whose first bytes arrived has
+``partial_timeout`` (5 s) to arrive whole. A Go peer writes each message at once, so a header announcing megabytes
+followed by silence is a wedged or broken peer; waiting for it would hold the trunk forever with no other timeout to
+end it. The trunk is closed instead and the plugin reconnects with its usual back-off.
 """
 
 from __future__ import annotations

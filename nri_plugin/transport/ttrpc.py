@@ -1,4 +1,5 @@
-"""ttRPC over one mux conn: 10-byte message headers, unary request/response (reference §1.4, checklist 4–7).
+"""ttRPC over one mux conn: 10-byte message headers, unary request/response (containerd/ttrpc ``PROTOCOL.md``,
+``channel.go``).
 
 Header: ``length (u32 BE, data only) | stream id (u32 BE) | type (u8) | flags (u8)``. A client numbers its streams
 1, 3, 5, ... on each conn; a server answers with the request's stream id, possibly out of order. Envelopes are

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from koordlet.executor import Executor
@@ -149,11 +150,8 @@ def blkio_tree(real_tree):
 
 
 def wchar(pid: int) -> int:
-    with open(f"/proc/{pid}/io") as f:
-        for line in f:
-            if line.startswith("wchar:"):
-                return int(line.split()[1])
-    raise AssertionError("no wchar")
+    """Bytes the task passed to write() (``wchar`` of /proc/<pid>/io)."""
+    return int(psutil.Process(pid).io_counters().write_chars)
 
 
 def rate(pid: int, seconds: float, settle: float = 0.3) -> float:

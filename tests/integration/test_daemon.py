@@ -139,7 +139,7 @@ def test_systemd_notify_ready(tmp_path):
                                 env=env, stderr=subprocess.DEVNULL, cwd=tmp_path)
         try:
             first = sock.recv(4096).decode()
-            assert first.startswith("STATUS=starting")            # STATUS= while it builds (issue 21)
+            assert first.startswith("STATUS=starting")            # STATUS= while it builds
             ready = sock.recv(4096).decode().splitlines()
             assert ready[0] == "READY=1" and ready[1].startswith("STATUS=")
         finally:
@@ -280,7 +280,7 @@ SERIES_HERE = {
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the NRI plugin runs only as root (the runtime's socket is root's)")
 def test_a_scrape_of_the_running_agent_shows_upstreams_41_families(tmp_path):
-    """Issue 20: every upstream ``koordlet_*`` family on /metrics with upstream's name, type and label names, split
+    """Every upstream ``koordlet_*`` family on /metrics with upstream's name, type and label names, split
     over /internal-metrics and /external-metrics as upstream; the series of a deleted pod go with it."""
     import tempfile
 

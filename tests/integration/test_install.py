@@ -1,6 +1,6 @@
-"""The bare-host install (issue 21): `make install` into temporary PREFIX, BINDIR, CONFDIR and UNITDIR (never the
-real /opt, /usr/local or /etc), the installed command run for real, the installed unit checked by systemd's own
-tools, `make uninstall` with and without PURGE=1.
+"""The bare-host install: `make install` into temporary PREFIX, BINDIR, CONFDIR and UNITDIR (never the real /opt,
+/usr/local or /etc), the installed command run for real, the installed unit checked by systemd's own tools, `make
+uninstall` with and without PURGE=1.
 
 `make install` builds the package from a copy of the checkout (pip builds in the source tree, and the suite writes
 nothing into the checkout) and installs its dependencies from the package index, like an operator's install.

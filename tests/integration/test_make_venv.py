@@ -1,5 +1,5 @@
-"""The Makefile's venv target as a first-time user meets it (issue 21, Build item 5): a first `make run` / `make test`
-cut short leaves a half-made venv, and the next one must finish the job instead of failing on it.
+"""The Makefile's venv target as a first-time user meets it: a first `make run` / `make test` cut short leaves a
+half-made venv, and the next one must finish the job instead of failing on it.
 
 Real make, real ``python -m venv`` and real pip, on a stand-in project in a temporary directory (the repository's
 Makefile run with ``-C``): a one-module project whose in-tree PEP 660 backend needs nothing from an index, so pip

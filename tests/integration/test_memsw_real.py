@@ -1,4 +1,4 @@
-"""cgroup v1 memory limits beside runc's memsw limit, on the real kernel (issue 19, bug 4).
+"""cgroup v1 memory limits beside runc's memsw limit, on the real kernel.
 
 runc sets ``memory.memsw.limit_in_bytes`` to the container's memory limit (no swap). The kernel keeps
 ``memory.limit_in_bytes <= memory.memsw.limit_in_bytes``, so raising the limit alone fails with EINVAL: that is

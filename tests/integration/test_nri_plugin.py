@@ -126,8 +126,9 @@ def test_create_container_sets_every_owned_field(h):
 
 
 def test_a_hami_core_pod_gets_the_upstream_env_and_mounts(h, tmp_path):
-    """The runtime creates a HAMi-core pod's container: the adjustment carries exactly what upstream's gpu hook
-    gives (reference §3.3), with the per-container shared cache, and the runtime finds nothing wrong with it."""
+    """The runtime creates a HAMi-core pod's container: the adjustment carries exactly what upstream's gpu hook gives
+    (``hooks/gpu/gpu.go: gpuPlugin.InjectContainerGPUEnv``), with the per-container shared cache, and the runtime finds
+    nothing wrong with it."""
     from hami_bridge.inject import HostLayout
     host = HostLayout(libvgpu=str(tmp_path / "vgpu" / "libvgpu.so"), lock_dir=str(tmp_path / "vgpulock"),
                       cache_root=str(tmp_path / "vgpu" / "containers"))

@@ -1,7 +1,7 @@
-"""Issue 18 part 7 against the runtime-side peer over a real unix socket: a runtime that comes back with its socket
+"""The NRI plugin against the runtime-side peer over a real unix socket: a runtime that comes back with its socket
 re-created at the same path is connected at once, also when the inode number is unchanged (ext4 reuses it), and a
-runtime that starts a frame and goes silent is dropped after the partial-frame timeout and reconnected, while
-hooks on the other conn keep answering.
+runtime that starts a frame and goes silent is dropped after the partial-frame timeout and reconnected, while hooks on
+the other conn keep answering.
 
 Timing is relative: "at once" is a small fraction of a 60 s back-off, "after the timeout" is a lower bound."""
 

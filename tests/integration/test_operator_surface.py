@@ -1,4 +1,4 @@
-"""The agent as an operator runs it (issue 21, Build item 5): real processes, real sockets.
+"""The agent as an operator runs it: real processes, real sockets.
 
 - a taken listen port: a clear message, exit code 2, nothing created on disk;
 - IPv6: ``[::1]:port`` and ``[::]:port`` (dual-stack: IPv4 clients too) listen and serve;

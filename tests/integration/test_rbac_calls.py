@@ -1,5 +1,4 @@
-"""deploy/rbac.yaml against the calls the agent really makes (issue 21, Build item 5: "RBAC exactly what the code
-calls").
+"""deploy/rbac.yaml against the calls the agent really makes: the RBAC grants exactly what the code calls.
 
 The agent runs in a cluster against the API server double and a TLS kubelet double, with every report on and a
 conflict injected into each write, so that every call site sends its request; evictions and the API-server pod

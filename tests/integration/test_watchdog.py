@@ -1,4 +1,4 @@
-"""The real daemon under systemd's notification protocol, with two of its loops frozen by the kernel (issue 21).
+"""The real daemon under systemd's notification protocol, with two of its loops frozen by the kernel.
 
 systemd's side is a bound AF_UNIX datagram socket given as ``$NOTIFY_SOCKET`` with ``$WATCHDOG_USEC``, as
 systemd gives a ``Type=notify`` unit with ``WatchdogSec=``. A loop is frozen the way a hung filesystem freezes it:

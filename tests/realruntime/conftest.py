@@ -1,5 +1,5 @@
-"""Fixtures of the real-runtime tests (issue 19): a real containerd with NRI, pods driven through CRI as the
-kubelet drives them, and the agent as its own daemon connected to containerd's NRI socket.
+"""Fixtures of the real-runtime tests: a real containerd with NRI, pods driven through CRI as the kubelet drives them,
+and the agent as its own daemon connected to containerd's NRI socket.
 
 - ``runtime_images`` (session): the pause and busybox OCI archives (doubles/ociimage.py), built once per session
   under the session's tmp dir.

@@ -1,4 +1,4 @@
-"""Issue 19: the agent against a real containerd with NRI, pods created through CRI the way the kubelet creates them.
+"""The agent against a real containerd with NRI, pods created through CRI the way the kubelet creates them.
 
 Every assertion is on the real container: the OCI spec containerd holds (ContainerStatus verbose ``runtimeSpec``),
 the cgroup files runc wrote, and the container's processes (/proc/<pid>/status, environ, oom_score_adj, root).

@@ -1,5 +1,5 @@
-"""Issue 21: the image ``make image`` builds (image/build.py: Debian 12 from its packages, the agent in a venv, no
-registry) run under a real containerd as deploy/koordlet.yaml runs it.
+"""The image ``make image`` builds (image/build.py: Debian 12 from its packages, the agent in a venv, no registry) run
+under a real containerd as deploy/koordlet.yaml runs it.
 
 The image is built once per session into the session's tmp dir (the Debian root is cached in
 ``KOORDLET_IMAGE_CACHE``, default /var/cache/koordlet-ci/image, for a week: the first build debootstraps, about a

@@ -1,4 +1,4 @@
-"""Soak (issue 18): the real agent daemon under continuous pod churn on real cgroups, for half an hour.
+"""Soak: the real agent daemon under continuous pod churn on real cgroups, for half an hour.
 
 The agent runs in its own process (``koordlet run --standalone``: collection every second, QoS reconcile every
 second, the NRI plugin connected to the runtime-side peer of doubles/nriruntime.py), over a real cgroup v1 tree
@@ -50,10 +50,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import psutil
 import pytest
 
 from doubles.nriruntime import FakeRuntime, TTRPCError
-from doubles.realcgroup import SUBSYSTEMS, RealCgroupTree, v1_available
+from doubles.realcgroup import SUBSYSTEMS, RealCgroupTree, proc_cpu_seconds, v1_available
 from koordlet._proto.nri import api_pb2 as api
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.states.informer import meta_for
@@ -194,21 +195,14 @@ def free_port() -> int:
 
 
 def proc_status(pid: int) -> dict[str, int]:
-    out = {}
+    """RSS and peak RSS (KiB), threads and fds of a live process; the peak is ``VmHWM`` of /proc/<pid>/status,
+    which psutil does not report."""
+    proc = psutil.Process(pid)
+    with proc.oneshot():
+        out = {"VmRSS": proc.memory_info().rss // 1024, "Threads": proc.num_threads(), "fds": proc.num_fds()}
     with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "Threads"):
-                out[key] = int(value.split()[0])
-    out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+        out["VmHWM"] = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load1() -> float:
@@ -442,7 +436,7 @@ def test_soak(tmp_path):
         all_misses: list[str] = []
         t0 = time.monotonic()
         next_tick, next_sample, next_hostile = t0 + TICK, t0 + SAMPLE, t0 + 60
-        cpu_prev, cpu_t = cpu_seconds(proc.pid), t0
+        cpu_prev, cpu_t = proc_cpu_seconds(proc.pid), t0
         while (elapsed := time.monotonic() - t0) < DURATION:
             assert proc.poll() is None, f"agent exited {proc.returncode}; log: {log_path.read_text()[-3000:]}"
             now_m = time.monotonic()
@@ -458,7 +452,7 @@ def test_soak(tmp_path):
                 checked, misses = churn.check(time.time())
                 all_misses += misses
                 st = proc_status(proc.pid)
-                cpu_now, t_now = cpu_seconds(proc.pid), time.monotonic()
+                cpu_now, t_now = proc_cpu_seconds(proc.pid), time.monotonic()
                 cpu_pct = 100 * (cpu_now - cpu_prev) / (t_now - cpu_t)
                 cpu_prev, cpu_t = cpu_now, t_now
                 lat = probe.drain()
@@ -510,7 +504,7 @@ def test_soak(tmp_path):
             "healthz_max_ms": round(max(all_lat) * 1000, 2),
             "healthz_over_100ms": sum(1 for x in all_lat if x >= HEALTHZ_LIMIT_S),
             "agent_cpu_pct_mean": round(statistics.mean(r["agent_cpu_pct"] for r in series), 1),
-            "agent_cpu_s": round(cpu_seconds(proc.pid), 1), "host_load1_max": max(r["load1"] for r in series),
+            "agent_cpu_s": round(proc_cpu_seconds(proc.pid), 1), "host_load1_max": max(r["load1"] for r in series),
             "agent_log_bytes": os.path.getsize(log_path),
         }
         # the agent must stop cleanly after all that

@@ -1,7 +1,8 @@
 """Gates CPUAllocatableEvict and MemoryAllocatableEvict: low-priority pods' batch-/mid- requests against the node's
-allocatable, as upstream's cpuevict/memoryevict with the allocatable policy (qos/evict.py; reference
-qos-enforcement.md §3f). Release amounts as tables, then the strategy in the shared release account, and one
-eviction recorded in the audit log."""
+allocatable, as upstream's cpuevict/memoryevict with the allocatable policy (qos/evict.py; upstream
+qosmanager/plugins/cpuevict/cpu_evict.go: calculateMilliReleaseByAllocatableThresholdPercent,
+memoryevict/memory_evict.go: calculateReleaseByAllocatableThresholdPercent). Release amounts as tables, then the
+strategy in the shared release account, and one eviction recorded in the audit log."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Upstream's ten alpha gates that issue 20 found inert: each is now implemented by a component that declares it,
-or (Libpfm4, and gates whose companion is off) announced with one start-up line. The behaviour of each is tested
+"""Upstream's ten alpha gates that need a component of their own: each is implemented by a component that declares
+it, or (Libpfm4, and gates whose companion is off) announced with one start-up line. The behaviour of each is tested
 in its own file:
 
 | gate | where | behaviour test |

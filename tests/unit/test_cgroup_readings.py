@@ -1,5 +1,5 @@
 """states/readings.py: the throttled collector's cpu.stat readings serve CPU burst in the same second, so under the
-quota-burst policies each container's cpu.stat is read once per cycle, not twice (issue 24)."""
+quota-burst policies each container's cpu.stat is read once per cycle, not twice."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What an operator sees of the command line and the log (issue 21, Build item 5): help with defaults, each
-command's help listing only the options it reads, the JSON log format, IPv6 listen addresses. The daemon-level
-checks (a taken port, IPv6 sockets, JSON lines of a running agent, one-shot commands outside a cluster) are in
-tests/integration/test_operator_surface.py."""
+"""What an operator sees of the command line and the log: help with defaults, each command's help listing only the
+options it reads, the JSON log format, IPv6 listen addresses. The daemon-level checks (a taken port, IPv6 sockets, JSON
+lines of a running agent, one-shot commands outside a cluster) are in tests/integration/test_operator_surface.py."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_cli_version(capsys):
     assert "koordlet-py 0.1.0" in capsys.readouterr().out
 
 
-# --- where state goes: never the working directory (issue 21) ------------------------------------------------------
+# --- where state goes: never the working directory -----------------------------------------------------------------
 
 
 def test_state_directory_is_the_units_then_var_lib_then_the_users_and_never_relative():

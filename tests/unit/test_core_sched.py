@@ -1,5 +1,5 @@
 """Core scheduling: the group rule, the kernel interface (against a fake of the kernel and the real one), and
-the strategy on a fake cgroup tree (reference/qos-enforcement.md §3b)."""
+the strategy on a fake cgroup tree (upstream pkg/koordlet/runtimehooks/hooks/coresched, util/system/core_sched*.go)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """CPU burst (qos/cpu_burst.py) on fake v1/v2 cgroup trees.
 
-Expected numbers come from reference/qos-enforcement.md §3f "CPU burst" (upstream qosmanager/plugins/cpuburst):
+Expected numbers come from upstream pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go:
 burst = limit cores · cpuBurstPercent/100 · 100000, quota ×1.2 / ×0.8 / reset, clamp [base, base·pct/100],
 share pool thresholds, token bucket capacity period·(pct−100), write order by the sign of the change.
 """
@@ -399,8 +399,8 @@ def test_vanished_container_is_skipped_quietly(env, caplog):
 
 
 def test_a_scrape_during_reconciles_never_sees_the_burst_family_partial(env):
-    """The burst gauge is rebuilt every cycle (issue 25: one scrape returned 111 of 165 series when it was cleared
-    and refilled): scrapes running beside 1,000 cycles always see every container's series."""
+    """The burst gauge is rebuilt every cycle without being cleared first (a scrape between a clear and the refill
+    would see part of the family): scrapes running beside 1,000 cycles always see every container's series."""
     import threading
 
     from koordlet.metrics import exposition

@@ -1,9 +1,9 @@
 """BE CPU suppress (qos/cpu_suppress.py): the formula, the cpuset pick and the quota rules as tables, then the
 strategy on fake v1/v2 cgroup trees.
 
-Expected numbers come from reference/qos-enforcement.md §3f "CPU suppress" and upstream
-qosmanager/plugins/cpusuppress (n = max(2, ceil), growth cap ceil(10% CPUs), (NUMA, socket) buckets with HT
-pairs first, quota = milli·100 ≥ 2000, 1% skip band, 10% step cap).
+Expected numbers come from upstream pkg/koordlet/qosmanager/plugins/cpusuppress/cpu_suppress.go (n = max(2, ceil),
+growth cap ceil(10% CPUs), (NUMA, socket) buckets with HT pairs first, quota = milli·100 ≥ 2000, 1% skip band, 10% step
+cap).
 """
 
 import json

@@ -1,7 +1,8 @@
 """deploy/crds and deploy/rbac.yaml against upstream facts, and the CRD validator the other tests rely on.
 
-Identities (group, kind, plural, scope, versions, subresources) are asserted against the reference
-(metrics-and-reports.md §4-§6, §9; qos-enforcement.md §2), never read back from the files under test.
+Identities (group, kind, plural, scope, versions, subresources) are asserted against upstream's CRDs and API types
+(koordinator config/crd/bases, apis/slo/v1alpha1, apis/scheduling/v1alpha1; the NodeResourceTopology API of
+k8stopologyawareschedwg), never read back from the files under test.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def errors_at(errors: list[str], path: str) -> list[str]:
     return [e for e in errors if e.split(": ", 1)[0] == path]
 
 
-# --- realistic objects, shaped as the reference's JSON --------------------------------------------------------
+# --- realistic objects, shaped as upstream's JSON -----------------------------------------------------------
 
 GPU_INFO = {"type": "gpu", "id": "GPU-5c4d1b6e-0b8a-4f41-9c55-2d1f3a3c7e10", "minor": 0, "health": False,
             "resources": {"koordinator.sh/gpu-core": "37", "koordinator.sh/gpu-memory": "8589934592",

@@ -240,7 +240,7 @@ def test_cpu_list_ids_are_capped():
 
 
 def test_overlapping_cpu_ranges_cost_linear_work():
-    # 10,000 full ranges used to add 80 million ids to a set; now each range beyond a few is merged by its start
+    # 10,000 full ranges would add 80 million ids to a set one by one; each range beyond a few is merged by its start
     hostile = ",".join([f"0-{MAX_CPUS - 1}"] * 10_000)
     normal = ",".join(str(i % MAX_CPUS) for i in range(len(hostile) // 5))       # about as long, one id each
     assert len(parse_cpu_list(hostile)) == MAX_CPUS
@@ -519,7 +519,7 @@ def test_hami_plan_refuses_a_hostile_allocation_with_a_decode_error():
                          ids=["deep", "numa-int", "huge-cpu-range", "oversize"])
 def test_node_pools_ignore_only_the_bad_pin(hostile):
     """The pools every strategy and the NRT report use: a bad pod's pin is ignored, the other pins are taken out
-    (a RecursionError here used to skip every QoS cycle)."""
+    (a RecursionError here would skip every QoS cycle)."""
     from koordlet.states.pools import cpu_pools
     from tests.unit.test_nrt import meta, two_socket_topology
     topo = two_socket_topology()

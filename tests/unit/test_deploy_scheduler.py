@@ -80,7 +80,8 @@ EXTENDER_SCRIPT, EXTENDER_ENTRY = "koord-scheduler-extender", "scheduler.cli:mai
 EXTENDER_VERBS = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
                   "preemptVerb": "preempt"}
 KUBE_SCHEDULER_SECURE_PORT = 10259     # kube-scheduler's default --secure-port (HTTPS, /healthz without credentials)
-# Device resources no node advertises without koord-manager (reference/scheduler.md §1.4): NodeResourcesFit must
+# Device resources no node advertises without koord-manager (its slo-controller's gpudeviceresource and
+# rdmadevicereource plugins, pkg/slo-controller/noderesource/plugins): NodeResourcesFit must
 # skip them. nvidia.com/gpu is advertised by NVIDIA's device plugin, so it is managed by the extender but counted.
 UNADVERTISED = {wire.RESOURCE_GPU, wire.RESOURCE_GPU_CORE, wire.RESOURCE_GPU_MEMORY, wire.RESOURCE_GPU_MEMORY_RATIO,
                 wire.RESOURCE_GPU_SHARED, wire.RESOURCE_RDMA}

@@ -2,8 +2,8 @@
 release account, cool-downs with an injected clock, the standalone paths, and the cluster path against the
 API server double over real HTTP.
 
-Expected values come from reference/qos-enforcement.md §1.2 and §3f (upstream qosmanager/plugins/cpuevict,
-memoryevict, util/evict.go).
+Expected values come from upstream pkg/koordlet/qosmanager/plugins/cpuevict, memoryevict, util/evict.go, and
+apis/extension/constants.go, priority_utils.go (the pod metadata).
 """
 
 import json
@@ -74,7 +74,7 @@ def names(infos):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# metadata (reference §1.2)
+# metadata (upstream apis/extension/constants.go, priority_utils.go)
 
 @pytest.mark.parametrize("annotation,gate,expected", [
     (None, "BECPUEvict", True),                           # no annotation: any gate

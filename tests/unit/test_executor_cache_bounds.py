@@ -1,5 +1,5 @@
-"""The executor's write cache stays bounded by the live pods (issue 18, "unbounded state"): pods churned through
-real reconcile cycles on a fake cgroup tree, with no NRI RemovePodSandbox to tell the executor they went."""
+"""The executor's write cache stays bounded by the live pods : pods churned through real reconcile cycles on a fake
+cgroup tree, with no NRI RemovePodSandbox to tell the executor they went."""
 
 from __future__ import annotations
 

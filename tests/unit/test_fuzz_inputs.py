@@ -1,4 +1,4 @@
-"""Property tests (Hypothesis) for the parsers of outside input that are not annotations (issue 18).
+"""Property tests (Hypothesis) for the parsers of outside input that are not annotations.
 
 Each parser gets arbitrary input and may fail only in its documented way, in bounded time (``deadline``) and
 without allocating what the input merely announces:
@@ -53,7 +53,7 @@ from tests.builders import pod_object
 
 _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 # 1 s per example of wall clock: a hang detector. The speed each parse must keep is checked in CPU time of the
-# test's thread around the parser call itself (tests/budget.py: 50 ms, issue 18), which a loaded machine does not
+# test's thread around the parser call itself (tests/budget.py: 50 ms), which a loaded machine does not
 # stretch. Every input here is handled in 1-40 ms on an idle 2-CPU VM (the bounds refuse what would take longer:
 # 5,000 nested brackets, alias bombs, 4 GiB length headers), so a loaded CI worker keeps a 25x margin, while an
 # unbounded parse (seconds to minutes before the bounds) still fails. Hypothesis leaves data generation and

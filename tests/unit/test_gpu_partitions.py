@@ -319,7 +319,7 @@ def replay(table: dict, requests: list[int]) -> list[set[frozenset[int]]]:
 
 
 def reversed_scores(table: dict) -> dict:
-    """The same table with each size's scores turned upside down (the direction this module used to write)."""
+    """The same table with each size's scores turned upside down (higher is better, as upstream's comments say)."""
     flipped = {}
     for size, partitions in table.items():
         top = max(p["allocationScore"] for p in partitions)

@@ -1,4 +1,5 @@
-"""hami_bridge.inject: device-allocated annotation -> env and mounts, as upstream minus its bugs (reference §3)."""
+"""hami_bridge.inject: device-allocated annotation -> env and mounts, as upstream minus its bugs (koordinator
+``pkg/koordlet/runtimehooks/hooks/gpu/gpu.go: gpuPlugin.InjectContainerGPUEnv``)."""
 
 import json
 import os

@@ -1,5 +1,5 @@
-"""Health, readiness and the systemd watchdog (issue 21): the one rule (``component.assess``, pure), the loops'
-progress stamps that feed it, and the notifier that speaks systemd's protocol over a real datagram socket."""
+"""Health, readiness and the systemd watchdog: the one rule (``component.assess``, pure), the loops' progress stamps
+that feed it, and the notifier that speaks systemd's protocol over a real datagram socket."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from koordlet.component import (
     stall_deadline,
 )
 from koordlet.metrics import AgentMetrics
-from koordlet.sdnotify import Notifier, notify, socket_address, watchdog_interval
+from koordlet.sdnotify import Notifier, socket_address, watchdog_interval
 from tests.waits import wait_for
 
 REQUIRED = (("pods", "pod sync"), ("usage", "collection cycle"))
@@ -240,8 +240,10 @@ def test_abstract_namespace_socket():
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind("\0" + name)
         sock.settimeout(5)
-        assert notify("READY=1", {"NOTIFY_SOCKET": "@" + name})
+        n = Notifier.from_environ({"NOTIFY_SOCKET": "@" + name})
+        assert n.send("READY=1")
         assert sock.recv(64) == b"READY=1"
+        n.close()
 
 
 def test_a_vanished_socket_costs_nothing_but_a_false(receiver, caplog):
@@ -259,4 +261,4 @@ def test_a_vanished_socket_costs_nothing_but_a_false(receiver, caplog):
     finally:
         sock2.close()
         n.close()
-    assert notify("READY=1", {}) is False
+    assert Notifier.from_environ({}).send("READY=1") is False

@@ -1,6 +1,6 @@
 """Memory QoS (qos/memory_qos.py): the config tables, the formulas, and the leveled writes on fake trees.
 
-Expected values follow reference/qos-enforcement.md §3f "Memory QoS" (upstream qosmanager/plugins/cgreconcile):
+Expected values follow upstream pkg/koordlet/qosmanager/plugins/cgreconcile/cgroup_reconcile.go:
 min = req·min%, low = req·low% (raised to min), container high = "max" at 0 % else
 floor((req + (limit|allocatable − req)·pct)/page)·page, QoS dirs Σ pods, the kubepods root Σ all.
 """

@@ -1,7 +1,7 @@
-"""Upstream's 41 ``koordlet_*`` metric families (koordlet/metrics.py ``UPSTREAM_FAMILIES``), as a Prometheus scrape
-of the agent's HTTP server sees them: name, type and label names, on /metrics and on the one of /internal-metrics
-and /external-metrics upstream registers them in; and the rules around them (counters without ``_total``, series
-of gone pods removed, upstream's five-minute expiry). Issue 20, Build item 2.
+"""Upstream's 41 ``koordlet_*`` metric families (koordlet/metrics.py ``UPSTREAM_FAMILIES``), as a Prometheus scrape of
+the agent's HTTP server sees them: name, type and label names, on /metrics and on the one of /internal-metrics and
+/external-metrics upstream registers them in; and the rules around them (counters without ``_total``, series of gone
+pods removed, upstream's five-minute expiry).
 
 The owners' own recording (the executor, the kubelet client, the NodeMetric report, ...) is tested beside each
 owner below; the daemon test (tests/integration/test_daemon.py) scrapes a real running agent.

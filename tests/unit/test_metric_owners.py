@@ -1,6 +1,6 @@
-"""Each upstream metric family is set by the code that owns its fact (issue 20, Build item 2): the executor, the
-kubelet client, the node state, the collectors, the reports, prediction, the strategies and the NRI hooks. One
-test per owner, against the same fakes the owner's own tests use."""
+"""Each upstream metric family is set by the code that owns its fact: the executor, the kubelet client, the node state,
+the collectors, the reports, prediction, the strategies and the NRI hooks. One test per owner, against the same fakes
+the owner's own tests use."""
 
 from __future__ import annotations
 

@@ -180,14 +180,6 @@ def test_series_lists_label_sets_and_the_cache_puts_labels_in_canonical_form() -
     assert cache.query("cpu", {"pod": "a"}, T0, T0 + 2).values() == [1.0, 2.0, 4.0]   # one series, not two
 
 
-def test_kv_store() -> None:
-    cache = MetricCache(None, clock=FakeClock())
-    assert cache.get_kv("node_cpu_info") is None
-    assert cache.get_kv("node_cpu_info", "dflt") == "dflt"
-    cache.set_kv("node_cpu_info", {"cores": 8})
-    assert cache.get_kv("node_cpu_info") == {"cores": 8}
-
-
 # --------------------------------------------------------------- persistence
 
 

@@ -1,6 +1,5 @@
-"""The metric cache's memory stays bounded under pod churn (issue 18, "unbounded state"): at most ``max_series``
-series in memory, live series always kept, evicted (deleted pods') series still answered from sqlite, every query
-the same as an unbounded cache's."""
+"""The metric cache's memory stays bounded under pod churn: at most ``max_series`` series in memory, live series always
+kept, evicted (deleted pods') series still answered from sqlite, every query the same as an unbounded cache's."""
 
 from __future__ import annotations
 
@@ -173,7 +172,7 @@ def test_memory_only_cache_is_capped_too_and_says_what_it_lost():
 
 
 def test_the_cache_says_how_much_history_max_bytes_holds_under_a_synthetic_12h_load(tmp_path, caplog):
-    """Issue 25: a 12 h load larger than ``max_bytes`` (so the cap, not the retention, bounds the history). The
+    """A 12 h load larger than ``max_bytes`` (so the cap, not the retention, bounds the history). The
     estimate made after the first ten minutes predicts the history the cache ends up holding, the cache says when
     it is full, and what it reports held is what a query can still read back."""
     import logging

@@ -1,6 +1,6 @@
-"""deploy/monitoring/ against the agent (issue 21, Build item 5): every metric an alert rule or a dashboard panel
-reads is one the agent exports, with every label the expression matches on; the rules pass ``promtool check
-rules`` and their ``promtool test rules`` unit test; the PrometheusRule carries the same groups as the rule file.
+"""deploy/monitoring/ against the agent: every metric an alert rule or a dashboard panel reads is one the agent exports,
+with every label the expression matches on; the rules pass ``promtool check rules`` and their ``promtool test rules``
+unit test; the PrometheusRule carries the same groups as the rule file.
 
 "What the agent exports" is read from a scrape of the agent's HTTP server (koordlet.server over a real socket)
 serving an ``AgentMetrics`` in which every family holds a series: the names exactly as Prometheus stores them

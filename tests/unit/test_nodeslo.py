@@ -1,8 +1,8 @@
 """NodeSLO model, koordlet defaults and merge, ConfigMap -> NodeSLO, and the local file source.
 
-Expected values come from reference/qos-enforcement.md §2.2 (defaults, None substitution) and §2.3 (ConfigMap
-merge), which were read from upstream pkg/util/sloconfig/nodeslo_config.go, statesinformer/impl/states_nodeslo.go
-and pkg/slo-controller/nodeslo/resource_strategy.go.
+Expected values come from upstream pkg/util/sloconfig/nodeslo_config.go and
+pkg/koordlet/statesinformer/impl/states_nodeslo.go (defaults, None substitution) and
+pkg/slo-controller/nodeslo/resource_strategy.go (ConfigMap merge).
 """
 
 import copy
@@ -31,8 +31,9 @@ def merged(spec, name="node-1"):
 
 EMPTY, _ = merge_node_slo_spec(None)
 
-# The whole effective spec of an empty NodeSLO, in upstream's JSON shape (reference §2.2): the default spec with
-# LSR/LS/BE cpuQOS, resctrlQOS and memoryQOS replaced by the None values because their enable is false.
+# The whole effective spec of an empty NodeSLO, in upstream's JSON shape (pkg/util/sloconfig/nodeslo_config.go): the
+# default spec with LSR/LS/BE cpuQOS, resctrlQOS and memoryQOS replaced by the None values because their enable is
+# false.
 NONE_CPU = {"enable": False, "groupIdentity": 0, "schedIdle": 0, "coreExpeller": False}
 NONE_MEM = {"enable": False, "minLimitPercent": 0, "lowLimitPercent": 0, "throttlingPercent": 0, "wmarkRatio": 0,
             "wmarkScalePermill": 50, "wmarkMinAdj": 0, "priorityEnable": 0, "priority": 0, "oomKillGroup": 0}
@@ -581,8 +582,8 @@ def test_file_reloads_on_change_and_keeps_last_good_on_garbage(tmp_path, caplog)
 
 
 def test_a_hostile_file_written_while_running_is_refused_and_a_later_good_one_applies(tmp_path, caplog):
-    """3,000 nested brackets used to raise RecursionError out of the parser and kill the thread that reloads the
-    file: now it is refused like any invalid file (last good spec kept) and the next good file is applied."""
+    """3,000 nested brackets would raise RecursionError out of the parser and kill the thread that reloads the
+    file: it is refused like any invalid file (last good spec kept) and the next good file is applied."""
     write = Writer(tmp_path / "nodeslo.yaml")
     write(nodeslo_doc(80))
     src = NodeSLOFile(write.path, node_name="node-1")

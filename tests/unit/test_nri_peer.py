@@ -21,7 +21,7 @@ from koordlet._proto.ttrpc import ttrpc_pb2
 
 KOORD_EVENTS = 0x8D   # RunPodSandbox | RemovePodSandbox | CreateContainer | UpdateContainer
 
-# §1.4 worked example: RegisterPlugin{koordlet_nri, 00} with a 5 s deadline, stream 1 on conn 2.
+# RegisterPlugin{koordlet_nri, 00} with a 5 s deadline, stream 1 on conn 2, byte for byte (test_nri_transport).
 REGISTER_90 = (
     bytes.fromhex("00000002 00000052") + bytes.fromhex("00000048 00000001 01 00")
     + b"\x0a\x1c" + b"nri.pkg.api.v1alpha1.Runtime" + b"\x12\x0e" + b"RegisterPlugin"

@@ -1,5 +1,5 @@
-"""Issue 18: the trunk gives up on a frame that never completes, and a re-created runtime socket is noticed by
-inotify whatever its inode number. (The plugin-level behaviour is in tests/integration/test_nri_reconnect.py.)"""
+"""The trunk gives up on a frame that never completes, and a re-created runtime socket is noticed by inotify whatever
+its inode number. (The plugin-level behaviour is in tests/integration/test_nri_reconnect.py.)"""
 
 from __future__ import annotations
 

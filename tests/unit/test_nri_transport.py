@@ -1,4 +1,5 @@
-"""nri_plugin.transport: mux frames and ttRPC messages, byte for byte against the reference (§1.3, §1.4)."""
+"""nri_plugin.transport: mux frames and ttRPC messages, byte for byte as containerd/nri pkg/net/multiplex/mux.go and
+containerd/ttrpc PROTOCOL.md lay them out."""
 
 import asyncio
 import struct
@@ -13,7 +14,8 @@ from nri_plugin.transport.ttrpc import Channel, Code, Decoder, TTRPCError
 
 
 def test_register_plugin_worked_example():
-    """Reference §1.4: registering as 00-koordlet_nri with a 5 s deadline is 90 bytes on the trunk."""
+    """Registering as 00-koordlet_nri with a 5 s deadline is 90 bytes on the trunk: mux header, ttRPC header, the
+    Request envelope."""
     payload = api.RegisterPluginRequest(plugin_name="koordlet_nri", plugin_idx="00").SerializeToString()
     assert payload == b"\x0a\x0ckoordlet_nri\x12\x0200"
     req = ttrpc_pb2.Request(service="nri.pkg.api.v1alpha1.Runtime", method="RegisterPlugin", payload=payload,

@@ -1,4 +1,5 @@
-"""NodeResourceTopology status: zones, annotations and merge rules against reference/metrics-and-reports.md §6."""
+"""NodeResourceTopology status: zones, annotations and merge rules against upstream
+pkg/koordlet/statesinformer/impl/states_noderesourcetopology.go."""
 
 from __future__ import annotations
 

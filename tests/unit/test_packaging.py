@@ -117,7 +117,7 @@ def test_wheel_metadata(wheel):
 
 def test_installed_beside_a_top_level_proto_package_both_import(wheel, tmp_path):
     """proto-plus's situation, offline: a ``proto`` package with ``Message`` already in site-packages, our wheel
-    installed into the same directory; both still import (before, our empty proto/__init__.py replaced theirs)."""
+    installed into the same directory; both still import (an empty proto/__init__.py of ours would replace theirs)."""
     site = tmp_path / "site"
     (site / "proto").mkdir(parents=True)
     (site / "proto" / "__init__.py").write_text("class Message:\n    pass\n")

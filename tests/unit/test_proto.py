@@ -1,5 +1,6 @@
 """proto/ and koordlet/_proto/: the committed modules are what `make proto` generates from the sources, and the wire
-matches the reference."""
+matches upstream's schemas (containerd/nri pkg/api/api.proto, the kubelet's podresources/v1 and the CRI v1
+api.proto)."""
 
 import importlib.util
 import pathlib
@@ -145,7 +146,8 @@ def test_adjustment_has_no_field_1():
 
 
 def test_cpu_shares_adjustment_bytes():
-    """Reference §1.8 worked path: CreateContainerResponse.1 → .6 → .2 → .2 (cpu) → .1 (shares) → .1 value."""
+    """CPU shares in containerd/nri pkg/api/api.proto: CreateContainerResponse.1 → .6 → .2 → .2 (cpu) → .1 (shares)
+    → .1 value."""
     resp = api.CreateContainerResponse()
     resp.adjust.linux.resources.cpu.shares.value = 1024
     assert resp.SerializeToString().hex() == "0a0b" "3209" "1207" "1205" "0a03" "088008"
@@ -157,7 +159,7 @@ def test_event_enum_values():
 
 
 def test_podresources_service_paths():
-    """Multus and the kubelet speak these exact gRPC paths (reference §4.1)."""
+    """Multus and the kubelet speak these exact gRPC paths (kubelet pkg/apis/podresources/v1/api.proto)."""
     service = podresources.DESCRIPTOR.services_by_name["PodResourcesLister"]
     assert service.full_name == "v1.PodResourcesLister"
     assert [m.name for m in service.methods] == ["List", "GetAllocatableResources", "Get"]

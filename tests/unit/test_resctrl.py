@@ -1,5 +1,6 @@
-"""Resctrl (RDT CAT/MBA): the value functions, the annotation, and the strategy against a fake of the kernel's
-resctrl filesystem (doubles/fakeresctrl.py) with real task files (reference/qos-enforcement.md §3c)."""
+"""Resctrl (RDT CAT/MBA): the value functions, the annotation, and the strategy against a fake of the kernel's resctrl
+filesystem (doubles/fakeresctrl.py) with real task files (upstream
+pkg/koordlet/qosmanager/plugins/resctrl/resctrl_reconcile.go, runtimehooks/hooks/resctrl)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def info_for(profile: Profile, tmp_path: Any) -> hr.ResctrlInfo:
 # values
 
 @pytest.mark.parametrize("cbm,start,end,min_bits,want,widened", [
-    (0x7FF, 0, 30, 1, "f", False),          # the reference example: 11 ways, BE 0-30 %
+    (0x7FF, 0, 30, 1, "f", False),          # 11 ways, BE 0-30 %: the low 4 ways
     (0x7FF, 10, 50, 1, "3c", False),
     (0x3FF, 10, 80, 1, "fe", False),
     (0x7FF, 0, 100, 1, "7ff", False),

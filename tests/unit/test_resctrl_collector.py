@@ -1,6 +1,6 @@
 """Gate ResctrlCollector: LLC occupancy and memory bandwidth of the class groups, read from a fake of the kernel's
 resctrl tree with its monitoring files (doubles/fakeresctrl.py), as upstream's resctrl collector reads them
-(reference/metrics-and-reports.md §2.13)."""
+(pkg/koordlet/metricsadvisor/collectors/resctrl/resctrl_collector.go)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""What the runtime tells the NRI plugin feeds the standalone pod view (issue 19, bugs 1 and 3).
+"""What the runtime tells the NRI plugin feeds the standalone pod view.
 
-Found against a real containerd: a standalone agent without a pods file knew its pods only from the cgroup tree, so
-(1) the NRI hooks used that label-less record instead of the sandbox's labels and annotations (a BE container got
-no batch adjustment, a pinned LSR container the shared pool), and (3) the reconciler counted the sandbox (pause)
-container's cgroup dir as an application container with no limits, loosening the pod's batch quota and memory
-limit to unlimited right after the hook had set them. The real-runtime scenarios are in tests/realruntime.
+A standalone agent without a pods file knows its pods only from the cgroup tree. Without the runtime's facts (1) the
+NRI hooks would use that label-less record instead of the sandbox's labels and annotations (a BE container would get
+no batch adjustment, a pinned LSR container the shared pool), and (2) the reconciler would count the sandbox (pause)
+container's cgroup dir as an application container with no limits, loosening the pod's batch quota and memory limit
+to unlimited right after the hook had set them. The real-runtime scenarios are in tests/realruntime.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def test_runtime_names_the_pod_its_containers_and_its_sandbox(tmp_path):
 
 
 def test_unnamed_child_dirs_never_loosen_the_pod_batch_limits(tmp_path):
-    """Bug 3: without the runtime's word, the sandbox's dir is one more child with no resources. The pod sums
-    are then unknown: the reconciler leaves the pod cgroup alone (before: quota and memory set to -1)."""
+    """(2) above: without the runtime's word, the sandbox's dir is one more child with no resources. The pod sums
+    are then unknown: the reconciler leaves the pod cgroup alone rather than set quota and memory to -1."""
     _host, cgroups = be_host(tmp_path)
     runtime = RuntimePods()
     runtime.sandbox(told(be_sandbox()))                   # the pod is named, its containers are not (yet)
@@ -107,7 +107,7 @@ def test_a_malformed_spec_annotation_costs_only_that_pods_batch_settings(tmp_pat
 
 
 def test_hooks_use_the_sandbox_over_a_cgroup_only_record(tmp_path):
-    """Bug 1: the pod view has the pod from the cgroup tree only (no labels yet); CreateContainer must still
+    """(1) above: the pod view has the pod from the cgroup tree only (no labels yet); CreateContainer must still
     decide from the sandbox's labels and annotations, as RunPodSandbox did."""
     _host, cgroups = be_host(tmp_path)
     (bare,) = StandalonePodSource(cgroups)()

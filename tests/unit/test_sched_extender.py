@@ -1,5 +1,5 @@
-"""The extender's verbs as kube-scheduler sees them: JSON in and out (reference/scheduler.md §8), decisions from a
-cache fed with the watch handlers (no API server here: the cache's own event methods, as the reflectors call
+"""The extender's verbs as kube-scheduler sees them: JSON in and out (kube-scheduler extender/v1/types.go), decisions
+from a cache fed with the watch handlers (no API server here: the cache's own event methods, as the reflectors call
 them), binding through a recorded binder."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""scheduler.numa (NodeNUMAResource) against reference/scheduler.md §2.6 and §5.
+"""scheduler.numa (NodeNUMAResource) against koord-scheduler's pkg/scheduler/plugins/nodenumaresource.
 
 Hand-worked cases on small topologies, and cases ported from koord-scheduler's
 ``pkg/scheduler/plugins/nodenumaresource``: cpu_accumulator_test.go (TestTakeFullPCPUs*, TestTakeSpreadByPCPUs*,

@@ -1,5 +1,5 @@
-"""The simulator's input side (scheduler/trace.py, issue 23): the production trace's CSV files, the Node / Device /
-Pod objects they stand for, the seeded workload generator and nodes read back from the agent's own reports."""
+"""The simulator's input side (scheduler/trace.py): the production trace's CSV files, the Node / Device / Pod objects
+they stand for, the seeded workload generator and nodes read back from the agent's own reports."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The agent's HTTP server (koordlet/server.py) over real sockets (issue 18, part "HTTP").
+"""The agent's HTTP server (koordlet/server.py) over real sockets.
 
-Each observed problem is one test here: a non-ASCII ``limit`` crashing /events, tracebacks for every client that
+Each failure mode is one test here: a non-ASCII ``limit`` crashing /events, tracebacks for every client that
 hangs up early, slow partial requests pinning a thread each, a listen backlog of 5 stalling a burst of scrapes, and
 /events (pod names, UIDs, cgroup paths) open to every interface. Timings are relative to the server's own
 deadlines; absolute seconds appear only as generous "eventually" limits.

@@ -1,6 +1,6 @@
 """System config (qos/system_config.py) on a fake /proc/sys and /sys tree.
 
-Facts: reference/qos-enforcement.md §3f "System config" (upstream qosmanager/plugins/sysreconcile):
+Facts: upstream pkg/koordlet/qosmanager/plugins/sysreconcile/system_config.go:
 min_free_kbytes = memKB·factor/10000 in 10240..10485760, watermark_scale_factor 10..400, switches 0..1,
 sched_features written one "NAME" / "NO_NAME" line per changed feature.
 """

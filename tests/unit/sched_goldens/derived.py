@@ -96,7 +96,7 @@ CASES = [
         'fail': None,
         'note': (
             'allocator_gpu_helper.go GetGPUPartitionIndexer sorts groups by ascending allocationScore and '
-            "allocateByPartition takes the first group with a feasible partition (reference §10); the CR's own "
+            "allocateByPartition takes the first group with a feasible partition; the CR's own "
             'table and its Honor label'
         ),
     },
@@ -185,7 +185,7 @@ CASES = [
         'fail': {'reason': 'Insufficient Partitioned GPU Devices', 'unresolvable': False},
         'note': (
             'allocator_gpu_helper.go GetGPUPartitionIndexer sorts groups by ascending allocationScore and '
-            'allocateByPartition takes the first group with a feasible partition (reference §10); card 2 is used, '
+            'allocateByPartition takes the first group with a feasible partition; card 2 is used, '
             'so the score-1 group has nothing, and Restricted does not go on'
         ),
     },
@@ -279,7 +279,7 @@ CASES = [
         'fail': None,
         'note': (
             'allocator_gpu_helper.go GetGPUPartitionIndexer sorts groups by ascending allocationScore and '
-            'allocateByPartition takes the first group with a feasible partition (reference §10); an empty '
+            'allocateByPartition takes the first group with a feasible partition; an empty '
             'partition spec means BestEffort (GetGPUPartitionSpec)'
         ),
     },
@@ -739,7 +739,7 @@ CASES = [
         'note': (
             "nodeDevice.filter calls minors.Intersection(freeDeviceMinors) and drops the result (sets.Int's "
             'Intersection returns a new set), so a NIC on a switch that is not wholly free stays a candidate; the '
-            "reference's §3.2(c) describes the intended filter"
+            "the PCIeLevel exclusive policy (apis/extension/device_share.go) describes the intended filter"
         ),
     },
     {

@@ -561,7 +561,7 @@ CASES = [
         'fail': {'reason': 'Insufficient gpu devices', 'unresolvable': False},
         'note': (
             'valid, but count stays 1 (no ratio, no gpu.shared): one card asked for core 200 and 64Gi, which no '
-            'card has (reference §1.3 edge case)'
+            'card has (calcDesiredRequestsAndCountForGPU counts cards from ratio or gpu.shared only)'
         ),
     },
     {
