@@ -88,10 +88,10 @@ def cache_child(args: argparse.Namespace) -> None:
 def executor_cache(pods: int) -> dict[str, int]:
     from doubles.churn import Clock, add_be_pod, remove_pod, view
     from doubles.fakehost import FakeHost
-    from koordlet.executor import Executor
     from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
     from koordlet.qos.pod_resources import PodResources
     from koordlet.qos.reconciler import Reconciler
+    from koordlet.writer.executor import Executor
 
     out = {}
     for prune in (False, True):

@@ -23,7 +23,7 @@ from koordlet.component import Tick
 from koordlet.host.cgroup import Driver, KubeQOS, Layout
 from koordlet.host.nvml import Nvml
 from koordlet.host.paths import HostPaths
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import Container, Pod
 

@@ -1,4 +1,4 @@
-"""Benchmark: the agent's HTTP server (koordlet/server.py) under a burst of concurrent scrapes and slow clients.
+"""Benchmark: the agent's HTTP server (koordlet/ops/server.py) under a burst of concurrent scrapes and slow clients.
 
 The server runs in its own process (as in the agent) with a registry of ``--series`` gauge series; the client is
 one non-blocking process (selectors), so it opens every connection of a burst at once without threads of its own.
@@ -9,7 +9,7 @@ Three measurements, each relative to the first:
    latency of each from connect to the end of the response, and the burst's wall time in units of (1);
 3. single scrapes while ``--slow`` clients hold connections with a request head they never finish.
 
-``--server-file`` runs another server module (e.g. ``git show <rev>:koordlet/server.py > /tmp/old.py``) for
+``--server-file`` runs another server module (e.g. ``git show <rev>:koordlet/ops/server.py > /tmp/old.py``) for
 comparison; it must have the same ``HttpServer(addr, registry, ready)`` constructor.
 
 Usage: python bench/http_scrapes.py [--burst 500 --series 4000 --slow 200 --single 50 --server-file PATH]
@@ -39,7 +39,7 @@ if path:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 else:
-    import koordlet.server as mod
+    import koordlet.ops.server as mod
 registry = CollectorRegistry()
 gauge = Gauge("koordlet_bench_value", "a value", ["pod", "container"], registry=registry)
 for i in range(series):
@@ -89,7 +89,7 @@ def main() -> None:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         unit = statistics.median(single(port, args.single))
-        print(f"server={args.server_file or 'koordlet/server.py'} series={args.series}")
+        print(f"server={args.server_file or 'koordlet/ops/server.py'} series={args.series}")
         print(f"single scrape: median {unit * 1e3:.2f} ms")
         latencies, errors, wall = scrapes(port, args.burst)
         print(f"burst of {args.burst}: ok={len(latencies)} errors={len(errors)} {sorted(set(errors))[:3]}")

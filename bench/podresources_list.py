@@ -55,7 +55,7 @@ def serve(mode: str, directory: str, n_pods: int) -> None:
     from concurrent import futures
 
     from doubles.kubelet_podresources import FakeKubelet
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
     from koordlet.podresources.upstream import KubeletPodResources
     from koordlet.states.informer import PodMeta

@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _paced import back_to_back, paced  # bench/ is on sys.path when run as a script
 
 from doubles.realcgroup import RealCgroupTree, v1_available
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.qos.cpu_qos import CPUQOS
@@ -40,6 +39,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 
 CLASSES = (("LS", "Burstable"), ("BE", "BestEffort"), ("LSR", "Guaranteed"), (None, "Burstable"))
 BATCH = {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"},

@@ -28,8 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _paced import back_to_back, paced  # bench/ is on sys.path when run as a script
 
 from doubles.fakeresctrl import INTEL, FakeResctrl
-from koordlet import wire
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
 from koordlet.qos.resctrl import Resctrl
@@ -38,6 +37,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Container, Pod
+from koordlet.writer.executor import Executor
 
 CLASSES = (("LS", KubeQOS.BURSTABLE), ("BE", KubeQOS.BESTEFFORT), ("LSR", KubeQOS.GUARANTEED),
            (None, KubeQOS.BURSTABLE))

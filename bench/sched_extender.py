@@ -33,9 +33,9 @@ from doubles import schedcluster as sc
 from doubles.apiserver_double import ApiServerDouble
 from doubles.connections import NoDelayHTTPConnection
 from doubles.kube_scheduler import ExtenderConfig, KubeSchedulerDouble, ManagedResource
-from koordlet.gcfreeze import FreezeAfterFullCollection
-from koordlet.kubeapi import KubeApi
-from koordlet.server import HttpServer
+from koordlet.base.gcfreeze import FreezeAfterFullCollection
+from koordlet.ops.server import HttpServer
+from koordlet.states.kubeapi import KubeApi
 from scheduler.cache import ClusterCache
 from scheduler.cli import make_binder
 from scheduler.extender import Extender

@@ -30,8 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _paced import back_to_back, paced  # bench/ is on sys.path when run as a script
 
-from koordlet import wire
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.paths import HostPaths
 from koordlet.qos import net_qos as nq
@@ -40,6 +39,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 
 
 def ms(values: list[float]) -> str:

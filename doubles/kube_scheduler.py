@@ -48,7 +48,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from doubles.connections import NoDelayHTTPConnection
-from koordlet.quantity import parse_quantity
+from koordlet.base.quantity import parse_quantity
 from scheduler import requests
 
 log = logging.getLogger(__name__)

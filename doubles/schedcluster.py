@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koordlet.quantity import format_bytes
+from koordlet.base.quantity import format_bytes
 
 GIB = 1 << 30
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.host.cgroup import check_pod_uid
 from koordlet.host.fs import reset_dir
 from koordlet.states.deviceallocation import parse_device_allocated

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from koordlet import collectors, qos, reporters, services
-from koordlet.audit import AuditLog, EventPager, trail_source
+from koordlet.base.gcfreeze import FreezeAfterFullCollection
+from koordlet.base.logutil import LogOnce
 from koordlet.component import (
     Collector,
     Context,
@@ -43,18 +44,17 @@ from koordlet.component import (
     running_as_root,
     spread,
 )
-from koordlet.config import Config
-from koordlet.gcfreeze import FreezeAfterFullCollection
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
+from koordlet.host.sdnotify import Notifier
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.audit import AuditLog, EventPager, trail_source
+from koordlet.ops.config import Config
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.server import EventsHandler, HttpServer
 from koordlet.prediction.feed import Prediction
 from koordlet.prediction.server import PredictionConfig
 from koordlet.reporters.files import report_objects, write_yaml_atomic
-from koordlet.sdnotify import Notifier
-from koordlet.server import EventsHandler, HttpServer
 from koordlet.states.cluster import Cluster, ClusterError
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects, resource_rows
 from koordlet.states.nodeslo import NodeSLOFile
@@ -64,11 +64,11 @@ from koordlet.states.runtimepods import RuntimePods
 from koordlet.states.standalone import StandalonePodSource
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
-    from koordlet.kubeapi import KubeApi
     from koordlet.qos.reconciler import Reconciler
     from koordlet.services import Service
+    from koordlet.states.kubeapi import KubeApi
     from koordlet.states.kubelet import KubeletClient
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +229,8 @@ class Agent:
             except OSError as e:      # upstream exits too (klog.Fatalf) when it cannot make the directory
                 raise StartupError(f"audit-log-dir {config.audit_log_dir}: {e.strerror or e}") from None
         if config.reconcile_interval_seconds > 0 and running_as_root():
-            from koordlet.executor import Executor
             from koordlet.qos.reconciler import Reconciler
+            from koordlet.writer.executor import Executor
             ctx.executor = Executor(cgroups, metrics, force_refresh=config.resource_force_update_seconds,
                                     audit_log=agent.audit_log)
             strategies = [s for _, s in build_enabled(qos.STRATEGIES, ctx)]
@@ -354,7 +354,7 @@ class Agent:
                           period=cfg.reconcile_interval_seconds)
         self.informer.sync()
         # long-lived objects out of the cyclic collector's way, so a full collection walks only what churns
-        # (koordlet/gcfreeze.py)
+        # (koordlet/base/gcfreeze.py)
         gc_policy = FreezeAfterFullCollection()
         gc_policy.install()
         loops.start()
@@ -469,7 +469,7 @@ class Agent:
         return result
 
     def _report(self, schedule: _Schedule, report: Report, stop: threading.Event) -> None:
-        from koordlet.kubeapi import ApiError
+        from koordlet.states.kubeapi import ApiError
         kind, now = report.kind, time.monotonic()
         try:
             interval = report.interval()

@@ -2,7 +2,7 @@
 
 Without a subcommand, ``koordlet <flags>`` is ``koordlet run <flags>``: upstream's image runs ``/koordlet <args>``,
 so an upstream DaemonSet's command and args start the agent unchanged. Upstream's flags that are not options here
-are accepted too (:mod:`koordlet.compat`), each announced with one log line at start-up.
+are accepted too (:mod:`koordlet.ops.compat`), each announced with one log line at start-up.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key).
 """
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from koordlet import __version__
-from koordlet.compat import Note, add_upstream_flags, announce, gate_notes, normalize_argv, resolve
-from koordlet.config import OPTIONS, ArgParser, Config, ConfigError, add_flags, build, flag_values, go_duration
-from koordlet.logutil import configure as configure_logging
-from koordlet.sdnotify import Notifier
+from koordlet.base.logutil import configure as configure_logging
+from koordlet.host.sdnotify import Notifier
+from koordlet.ops.compat import Note, add_upstream_flags, announce, gate_notes, normalize_argv, resolve
+from koordlet.ops.config import OPTIONS, ArgParser, Config, ConfigError, add_flags, build, flag_values, go_duration
 
 if TYPE_CHECKING:
     from koordlet.agent import Agent
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from koordlet.host.paths import HostPaths
     from koordlet.host.probes import Feature
     from koordlet.metriccache import Sample
-    from koordlet.topology import Devices
+    from koordlet.states.topology import Devices
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _argv(argv: Sequence[str] | None) -> list[str]:
 
 def _config(args: argparse.Namespace) -> tuple[Config, tuple[Note, ...]]:
     """The configuration, and one note per upstream flag given that is mapped or inert here and per feature gate
-    that is on but has no effect (:func:`koordlet.compat.gate_notes`)."""
+    that is on but has no effect (:func:`koordlet.ops.compat.gate_notes`)."""
     flags = flag_values(args)
     upstream = resolve(args, flags)
     config = build(file=args.config_file, flags={**upstream.options, **flags},
@@ -176,8 +176,8 @@ def cmd_report(config: Config, output: str) -> int:
 
 
 def cmd_run(config: Config, once: bool) -> int:
-    from koordlet import server
     from koordlet.agent import Agent, StartupError
+    from koordlet.ops import server
     if once:
         shot = _one_shot(config)
         if isinstance(shot, int):
@@ -350,7 +350,7 @@ def read_devices(paths: HostPaths) -> Devices:
     from koordlet.host.rdma import discover_rdma
     from koordlet.reporters.device import partition_inputs
     from koordlet.reporters.gpu_partitions import derive_partitions
-    from koordlet.topology import Devices
+    from koordlet.states.topology import Devices
     try:
         session = Nvml.open(paths)
     except NvmlUnavailable as e:
@@ -368,7 +368,7 @@ def read_devices(paths: HostPaths) -> Devices:
 def cmd_topology(config: Config, output: str) -> int:
     from koordlet.host.paths import HostPaths
     from koordlet.host.topology import read_topology
-    from koordlet.topology import render
+    from koordlet.states.topology import render
     paths = HostPaths.from_config(config)
     topo = read_topology(paths)
     print(render(topo, output, read_devices(paths)))

@@ -20,20 +20,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from koordlet.config import Config
+from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.config import Config
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 from koordlet.states.nodestate import NodeState, NodeView
 from koordlet.states.readings import CgroupReadings
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
     from koordlet.prediction.feed import Prediction
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from koordlet.component import Context, Plugin, StartupError, running_as_root
-from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
+from koordlet.ops.config import Config
 
 if TYPE_CHECKING:
     from nri_plugin.plugin import NRIPlugin

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 
 from hami_bridge.inject import HostLayout
 from koordlet._proto.nri import api_pb2 as api
+from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import KubeQOS, Layout, parse_cpu_list
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
 from koordlet.rules.pod_plan import PlanRule, PodPlan, consequence, plan_pod
 from koordlet.rules.resources import (
     REASON_BATCH,
@@ -49,10 +49,10 @@ from nri_plugin.features.base import Event, HookEnv, PodInfo, slo_of
 from nri_plugin.features.oom import oom_adjust_supported
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodestate import NodeView
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 

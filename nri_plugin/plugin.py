@@ -43,7 +43,7 @@ from nri_plugin.transport.mux import DEFAULT_PARTIAL_TIMEOUT, PLUGIN_CONN, RUNTI
 from nri_plugin.transport.ttrpc import Channel, Code, Handler, TTRPCError
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

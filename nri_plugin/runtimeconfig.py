@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from koordlet._proto.nri import api_pb2 as api
-from koordlet.yamlfile import loads_yaml
+from koordlet.base.yamlfile import loads_yaml
 
 __all__ = ["ConfigError", "EVENT_BITS", "VALID_EVENTS", "event_name", "parse_event_mask", "subscription"]
 

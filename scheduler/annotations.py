@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from koordlet.quantity import format_bytes, format_milli
+from koordlet.base.quantity import format_bytes, format_milli
 from koordlet.states.deviceallocation import DeviceAllocation
 from scheduler.devices import NodeDevices
 from scheduler.requests import MEMORY, value

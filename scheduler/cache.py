@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordlet import kubeapi
-from koordlet.kubeapi import KubeApi
-from koordlet.quantity import parse_quantity
+from koordlet.base.quantity import parse_quantity
+from koordlet.states import kubeapi
+from koordlet.states.kubeapi import KubeApi
 from koordlet.states.watcher import Reflector
 from scheduler.config import ExtenderConfig
 from scheduler.devices import NodeDevices, parse_device

@@ -24,11 +24,11 @@ import time
 from collections.abc import Mapping, Sequence
 
 from koordlet import __version__
-from koordlet.gcfreeze import FreezeAfterFullCollection
-from koordlet.kubeapi import ConfigError as KubeConfigError
-from koordlet.kubeapi import KubeApi, Resource
-from koordlet.logutil import configure
-from koordlet.server import format_addr, release_reserved, reserve
+from koordlet.base.gcfreeze import FreezeAfterFullCollection
+from koordlet.base.logutil import configure
+from koordlet.ops.server import format_addr, release_reserved, reserve
+from koordlet.states.kubeapi import ConfigError as KubeConfigError
+from koordlet.states.kubeapi import KubeApi, Resource
 from scheduler import config as extender_config
 from scheduler import simulate, trace
 from scheduler.cache import ClusterCache
@@ -127,7 +127,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _address(flag: str, text: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port``; an empty host is every interface, as koordlet.server listens on it)."""
+    """``host:port`` (``[v6]:port``; an empty host is every interface, as koordlet.ops.server listens on it)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{flag} {text!r}: expected host:port")
@@ -182,7 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     extender = Extender(cache, make_binder(api))
     cache.watch(api, stop)
     # the cache of thousands of nodes and pods is long-lived: full collections walk only what churns
-    # (koordlet/gcfreeze.py), so a verb is not paused for a walk over the whole cluster
+    # (koordlet/base/gcfreeze.py), so a verb is not paused for a walk over the whole cluster
     FreezeAfterFullCollection().install()
     metrics = ExtenderMetrics()
     servers = [serve(extender, addr, args.prefix, metrics)]

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordlet.yamlfile import load_yaml
+from koordlet.base.yamlfile import load_yaml
 from scheduler.allocator import LEAST_ALLOCATED, STRATEGIES
 from scheduler.loadaware import LoadAwareArgs
 from scheduler.numa import NumaArgs

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
-from koordlet import decode, wire
-from koordlet.decode import DecodeError
+from koordlet.base import wire
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated, resource_name
 from scheduler.requests import GPU, SCOPE_LEVELS, value
 

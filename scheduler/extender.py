@@ -36,7 +36,7 @@ from functools import partial
 from itertools import combinations
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
 from scheduler import fgd
 from scheduler.allocator import AllocationFailure, Allocator, node_cards
 from scheduler.annotations import format_device_allocated
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
 UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
 
-# (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.kubeapi.ApiError)
+# (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.states.kubeapi.ApiError)
 Binder = Callable[[str, str, str, str, Mapping[str, str]], None]
 
 

@@ -18,8 +18,8 @@ up as Kubernetes' MilliValue/Value do. A resource that only a node annotation na
 
 Tenant and operator input (the Node annotations ``scheduling.koordinator.sh/usage-thresholds`` and
 ``node.koordinator.sh/raw-allocatable``, the pod's estimation annotations) is decoded with the bounds of
-:mod:`koordlet.decode`; a bad value is logged once per node (or pod) and ignored, as upstream ignores it, and never
-raises out of :meth:`LoadAware.filter` or :meth:`LoadAware.score`.
+:mod:`koordlet.states.decode`; a bad value is logged once per node (or pod) and ignored, as upstream ignores it, and
+never raises out of :meth:`LoadAware.filter` or :meth:`LoadAware.score`.
 
 Not thread-safe beyond the GIL's atomic assignments: the caches are replaced whole, so concurrent readers see an
 old or a new entry; one :class:`NodeLoad` must not be mutated by two threads at once.
@@ -37,11 +37,12 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from koordlet import decode, wire
-from koordlet.config import parse_duration
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
 from koordlet.host.cgroup import KubeQOS
-from koordlet.logutil import LogOnce
-from koordlet.quantity import parse_quantity
+from koordlet.ops.config import parse_duration
+from koordlet.states import decode
 from koordlet.states.pod import Pod, kube_qos_of
 from scheduler.requests import containers_total
 

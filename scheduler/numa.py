@@ -46,9 +46,11 @@ from itertools import combinations, product
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from koordlet import decode, wire
-from koordlet.quantity import format_bytes, format_milli
-from koordlet.topology import format_cpu_list, go_json
+from koordlet.base import wire
+from koordlet.base.quantity import format_bytes, format_milli
+from koordlet.host.cgroup import format_cpu_list
+from koordlet.states import decode
+from koordlet.states.topology import go_json
 from scheduler.requests import pod_requests
 
 log = logging.getLogger(__name__)

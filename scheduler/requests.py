@@ -5,9 +5,8 @@ Facts: koord-scheduler's ``pkg/scheduler/plugins/deviceshare/utils.go`` (``Valid
 ``ConvertDeviceRequest``: the allowed combinations), ``devicehandler_gpu.go: calcDesiredRequestsAndCountForGPU`` (GPU
 count and per-card request), ``devicehandler_default.go`` (RDMA/FPGA counts) and ``apis/extension/device_share.go`` (the
 hint, joint-allocate and partition-spec annotations). Everything here is pure: a pod in, a :class:`PodDeviceRequest` or
-a :class:`RequestError` out. Annotations come from tenants and are decoded through :mod:`koordlet.decode` (bounded); a
-bad one makes only this pod unschedulable, with a reason that names the annotation.
-"""
+a :class:`RequestError` out. Annotations come from tenants and are decoded through :mod:`koordlet.states.decode`
+(bounded); a bad one makes only this pod unschedulable, with a reason that names the annotation. """
 
 from __future__ import annotations
 
@@ -17,9 +16,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from koordlet import decode, wire
-from koordlet.decode import DecodeError
-from koordlet.quantity import parse_quantity
+from koordlet.base import wire
+from koordlet.base.quantity import parse_quantity
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError
 from koordlet.states.deviceallocation import resource_name
 
 GPU, RDMA, FPGA = wire.DEVICE_GPU, wire.DEVICE_RDMA, wire.DEVICE_FPGA

@@ -1,4 +1,4 @@
-"""The extender's HTTP endpoints on the agent's server (:class:`koordlet.server.HttpServer`: one asyncio loop,
+"""The extender's HTTP endpoints on the agent's server (:class:`koordlet.ops.server.HttpServer`: one asyncio loop,
 deadlines, bounded connections, keep-alive): POST ``<prefix>/filter|prioritize|bind|preempt`` with kube's JSON,
 GET ``/healthz``, ``/readyz`` (caches synced) and ``/metrics``.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from koordlet.server import HttpServer, PostHandler
+from koordlet.ops.server import HttpServer, PostHandler
 from scheduler.extender import Extender
 
 log = logging.getLogger(__name__)

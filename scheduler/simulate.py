@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
 from scheduler import trace
 from scheduler.allocator import FRAGMENTATION_AWARE, LEAST_ALLOCATED, MOST_ALLOCATED
 from scheduler.cache import ClusterCache, NodeState

@@ -70,13 +70,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from koordlet import wire
-from koordlet.kubeapi import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
-from koordlet.logutil import LogOnce
-from koordlet.quantity import format_bytes, format_milli, milli, parse_quantity
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import format_bytes, format_milli, milli, parse_quantity
+from koordlet.base.yamlfile import loads_yaml
 from koordlet.reporters.gpu_partitions import PCIE_NODE, PCIE_SINGLE, PCIE_SYSTEM, GpuLinks, derive_partitions
-from koordlet.topology import go_json
-from koordlet.yamlfile import loads_yaml
+from koordlet.states.kubeapi import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
+from koordlet.states.topology import go_json
 
 log = logging.getLogger(__name__)
 

@@ -75,7 +75,7 @@ _BEFORE = pytest.StashKey[set]()
 
 @pytest.fixture(autouse=True, scope="session")
 def _state_directory(tmp_path_factory: pytest.TempPathFactory):
-    """Host mode keeps its state under ``$STATE_DIRECTORY`` (``koordlet.config.state_directory``; systemd sets it
+    """Host mode keeps its state under ``$STATE_DIRECTORY`` (``koordlet.ops.config.state_directory``; systemd sets it
     from the unit's StateDirectory=): point it at a temp dir for the whole session, so no agent the suite starts,
     in-process or as a subprocess (which inherits it), writes into /var/lib/koordlet or ~/.local/state."""
     saved = os.environ.get("STATE_DIRECTORY")

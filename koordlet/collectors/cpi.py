@@ -24,13 +24,13 @@ import resource
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.perf import CYCLES, INSTRUCTIONS, CgroupCounters, Event, LinuxPerf, PerfKernel
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 
 log = logging.getLogger(__name__)

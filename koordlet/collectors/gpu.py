@@ -22,14 +22,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick
 from koordlet.host.nvml import GPU_LOST, Gpu, GpuHealth, GpuInventory, GpuUsage, Nvml, NvmlUnavailable
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import read_process_cgroup
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample, labels
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.informer import PodMeta
 

@@ -27,11 +27,11 @@ import logging
 import os
 
 from hami_bridge.inject import HostLayout
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick, collecting
 from koordlet.host.hamicore import read_shared_region
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

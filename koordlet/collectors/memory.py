@@ -33,8 +33,8 @@ from __future__ import annotations
 import logging
 import os
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick, host_probe
-from koordlet.executor import Executor, Update
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, CgroupVersion, MemoryUsage
 from koordlet.host.fs import read_text, vanished
@@ -51,9 +51,9 @@ from koordlet.host.kidled import (
 )
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import read_meminfo
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.writer.executor import Executor, Update
 
 log = logging.getLogger(__name__)
 

@@ -35,15 +35,15 @@ import logging
 
 from prometheus_client import Gauge
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.fs import vanished
 from koordlet.host.paths import HostPaths
 from koordlet.host.psi import PSI, cgroup_psi, cgroup_supported, node_psi, node_supported, unsupported_errno
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick
-from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
@@ -39,9 +39,9 @@ from koordlet.host.resctrl import (
     parse_schemata,
     read_monitor,
 )
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.config import Config
+from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

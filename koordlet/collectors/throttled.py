@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Plugin, Tick, collecting
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.fs import vanished
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.readings import CgroupReadings, CpuStat
 
 log = logging.getLogger(__name__)

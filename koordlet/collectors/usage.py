@@ -47,16 +47,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick, collecting
 from koordlet.host.cgroup import Cgroups, KubeQOS, MemoryUsage, UsageFiles, parse_cpu_list
 from koordlet.host.fs import vanished
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat, read_meminfo
 from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_meminfo, read_topology
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics, GaugeCycle
+from koordlet.ops.metrics import AgentMetrics, GaugeCycle
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 

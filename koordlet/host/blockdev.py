@@ -34,10 +34,10 @@ import os
 import re
 from dataclasses import dataclass
 
+from koordlet.base.wire import BLOCK_TYPE_DEVICE, BLOCK_TYPE_POD_VOLUME, BLOCK_TYPE_VOLUME_GROUP
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
-from koordlet.wire import BLOCK_TYPE_DEVICE, BLOCK_TYPE_POD_VOLUME, BLOCK_TYPE_VOLUME_GROUP
 
 _NUMBER_RE = re.compile(r"\d+:\d+")
 _ESCAPE_RE = re.compile(r"\\([0-7]{3})")

@@ -13,6 +13,7 @@ import ctypes.util
 import enum
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -436,6 +437,20 @@ class Cgroups:
 # MAXSMP, ppc64). A fixed cap, not this host's possible CPUs: the lists also come from annotations written for
 # other nodes' shapes, and a bigger id can name no CPU on any Linux host.
 MAX_CPUS = 8192
+
+
+def format_cpu_list(cpus: Sequence[int]) -> str:
+    """Sorted CPU ids to the kernel's list format ("0-3,8,10-11"); "" for none."""
+    ids = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
 
 
 def parse_cpu_list(text: str) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Protocol
 
 
 class HostRoots(Protocol):
-    """The root settings a ``koordlet.config.Config`` carries (named structurally: the host layer does not import
+    """The root settings a ``koordlet.ops.config.Config`` carries (named structurally: the host layer does not import
     the agent's configuration)."""
 
     @property

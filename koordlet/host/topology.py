@@ -16,11 +16,10 @@ through the ``node.koordinator.sh/cpu-topology`` annotation:
 * cache ids are sysfs ``cache/indexN/id`` when the kernel has it, otherwise (like lscpu) the order in which each
   distinct shared-CPU set first appears.
 
-Nothing here formats output (that is ``koordlet.topology``) and ``read_topology`` never raises for a missing or odd
-file: the absent part is left empty and a malformed one is named in ``Topology.problems``, so one bad sysfs
+Nothing here formats output (that is ``koordlet.states.topology``) and ``read_topology`` never raises for a missing or
+odd file: the absent part is left empty and a malformed one is named in ``Topology.problems``, so one bad sysfs
 attribute never costs the agent its whole topology. ``read_node_meminfo`` (also read every cycle by the NUMA usage
-collector) does raise, so that collector can count and log the node it could not read.
-"""
+collector) does raise, so that collector can count and log the node it could not read. """
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ import os
 from typing import TYPE_CHECKING
 
 from koordlet.component import Context, Plugin
-from koordlet.config import Config
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
+from koordlet.ops.config import Config
 
 if TYPE_CHECKING:
     from koordlet.podresources.proxy import ProxyServer

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from koordlet import wire
 from koordlet._proto.podresources import api_pb2 as pb
+from koordlet.base import wire
 from koordlet.rules.devices import allocation_ids, by_container
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.pod import Pod

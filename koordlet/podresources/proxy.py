@@ -25,8 +25,8 @@ from typing import Any
 import grpc
 
 from koordlet._proto.podresources import api_pb2 as pb
-from koordlet.logutil import LogOnce
-from koordlet.metrics import AgentMetrics
+from koordlet.base.logutil import LogOnce
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.podresources.merge import Merged, merge
 from koordlet.podresources.upstream import CHANNEL_OPTIONS, KubeletPodResources, Snapshot, Upstream
 from koordlet.states.pod import Pod

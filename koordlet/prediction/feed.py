@@ -19,7 +19,7 @@ from koordlet.prediction.server import PeakPredictServer, PodUsage, PredictionCo
 from koordlet.states.informer import PodMeta
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

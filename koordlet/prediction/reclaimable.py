@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koordlet import decode, wire
-from koordlet.logutil import LogOnce
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import milli, parse_quantity
 from koordlet.prediction.server import SYSTEM_ITEM, PredictionConfig, Resources, node_item_key
-from koordlet.quantity import milli, parse_quantity
+from koordlet.states import decode
 
 log = logging.getLogger(__name__)
 _warn_once = LogOnce(log)      # the Node is re-read every report; a bad field is reported when it changes

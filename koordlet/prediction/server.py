@@ -30,7 +30,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.prediction.histogram import (
     GO_ZERO_TIME,
     DecayingHistogram,

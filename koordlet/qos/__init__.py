@@ -1,5 +1,5 @@
 """QoS strategies: each computes the desired kernel state for one feature from a
-:class:`~koordlet.states.nodestate.NodeView` and hands :class:`~koordlet.executor.Update` s to the executor; only
+:class:`~koordlet.states.nodestate.NodeView` and hands :class:`~koordlet.writer.executor.Update` s to the executor; only
 the executor writes (docs/architecture.md).
 
 A strategy (:class:`koordlet.component.Strategy`) is called every reconcile cycle (1 s by default) by

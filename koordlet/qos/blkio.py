@@ -60,23 +60,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Plugin, host_probe
-from koordlet.decode import DecodeError, decoder
 from koordlet.host import probes
 from koordlet.host.blockdev import BlockDevError, BlockDevices
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
-from koordlet.states import nodeslo
+from koordlet.states import decode, nodeslo
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import BlkIOQOSCfg, BlockCfg, IOCfg, ResourceQOS
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor, Update
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
+    from koordlet.writer.executor import Executor, Update
 
 log = logging.getLogger(__name__)
 

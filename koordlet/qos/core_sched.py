@@ -56,22 +56,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, host_probe
-from koordlet.executor import Update
 from koordlet.host import coresched as hc
 from koordlet.host import probes
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import has_sysctl
-from koordlet.logutil import LogOnce
 from koordlet.rules.core_sched import core_sched_rule, pod_group
+from koordlet.writer.executor import Update
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
     from koordlet.host.cgroup import Cgroups
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodestate import NodeView
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -44,16 +44,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, collecting, host_probe
-from koordlet.decode import DecodeError, decoder
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.metrics import GaugeCycle
+from koordlet.ops.metrics import GaugeCycle
 from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_quota
-from koordlet.states import nodeslo
+from koordlet.states import decode, nodeslo
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import CPUBurstStrategy
 from koordlet.states.nodestate import NodeView
@@ -61,10 +61,10 @@ from koordlet.states.pod import NOT_PINNED, resource_status
 from koordlet.states.readings import CgroupReadings, CpuStat
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor, Update
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.pod import Container, Pod
+    from koordlet.writer.executor import Executor, Update
 
 log = logging.getLogger(__name__)
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from koordlet.base.logutil import LogOnce
+from koordlet.base.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
 from koordlet.component import Plugin, host_probe
-from koordlet.executor import Executor, Update
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import read_sysctl, sysctl_path
-from koordlet.logutil import LogOnce
 from koordlet.rules.cpu_qos import CPUQOSRule, cpu_qos_rule, decided_pod_bvt, host_app_bvt, idle_values
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
-from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
+from koordlet.writer.executor import Executor, Update
 
 if TYPE_CHECKING:
     from koordlet.states.nodeslo import NodeSLOSpec

@@ -40,28 +40,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import milli
 from koordlet.component import Context, Plugin, collecting
-from koordlet.decode import DecodeError, decoder
-from koordlet.executor import Update
-from koordlet.host.cgroup import KubeQOS, parse_cpu_list
-from koordlet.logutil import LogOnce
+from koordlet.host.cgroup import KubeQOS, format_cpu_list, parse_cpu_list
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.quantity import milli
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import resource_status
 from koordlet.states.pools import all_cpus
-from koordlet.topology import format_cpu_list
+from koordlet.writer.executor import Update
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
     from koordlet.host.topology import Topology
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.node import NodeInfo
     from koordlet.states.nodeslo import HostApplicationSpec
     from koordlet.states.pod import Pod
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 

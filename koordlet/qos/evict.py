@@ -65,29 +65,30 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from koordlet import decode, wire
-from koordlet.audit import V_EVICT
-from koordlet.audit import Event as AuditEvent
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
 from koordlet.component import Context, Plugin, collecting
-from koordlet.decode import DecodeError, decoder
 from koordlet.host.procfs import kill_cgroup_processes
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import EmptyError, MetricCache
+from koordlet.ops.audit import V_EVICT
+from koordlet.ops.audit import Event as AuditEvent
 from koordlet.qos.cpu_suppress import capacity_milli
-from koordlet.quantity import parse_quantity
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
-    from koordlet.kubeapi import KubeApi
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
+    from koordlet.states.kubeapi import KubeApi
     from koordlet.states.nodeslo import ResourceThresholdStrategy
     from koordlet.states.pod import Pod
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 
-# Wire names (the feature gates of upstream pkg/features/koordlet_features.go); not yet in koordlet/wire.py.
+# Wire names (the feature gates of upstream pkg/features/koordlet_features.go); not yet in koordlet/base/wire.py.
 
 BE_CPU_EVICT, CPU_EVICT, CPU_ALLOCATABLE_EVICT = "BECPUEvict", "CPUEvict", "CPUAllocatableEvict"
 BE_MEMORY_EVICT, MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
@@ -890,7 +891,7 @@ class Evictor:
                                                        reason=EVICTED, message=message))
 
     def _evict_by_api(self, info: PodEvictInfo, task: EvictTask, message: str, detail: str) -> bool:
-        from koordlet.kubeapi import ApiError
+        from koordlet.states.kubeapi import ApiError
 
         assert self.api is not None
         pod = info.pod
@@ -909,7 +910,7 @@ class Evictor:
         return True
 
     def _event(self, pod: Pod, reason: str, message: str) -> None:
-        from koordlet.kubeapi import ApiError
+        from koordlet.states.kubeapi import ApiError
 
         assert self.api is not None
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -35,21 +35,21 @@ import mmap
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
 from koordlet.component import Plugin, host_probe
-from koordlet.decode import DecodeError, decoder
 from koordlet.host import probes
 from koordlet.host.cgroup import CgroupVersion, KubeQOS
-from koordlet.logutil import LogOnce
-from koordlet.quantity import parse_quantity
-from koordlet.states import nodeslo
+from koordlet.states import decode, nodeslo
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodeslo import MemoryQOSCfg, ResourceQOSStrategy, default_node_slo_spec
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor, Update
     from koordlet.states.pod import Container, Pod
+    from koordlet.writer.executor import Executor, Update
 
 log = logging.getLogger(__name__)
 

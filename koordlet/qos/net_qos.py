@@ -66,10 +66,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
 from koordlet.component import Context, Plugin, host_probe
-from koordlet.decode import DecodeError, decoder
-from koordlet.executor import FORCE_REFRESH, Executor, Update
 from koordlet.host import probes
 from koordlet.host.cgroup import KubeQOS
 from koordlet.host.netlink import (
@@ -86,13 +86,14 @@ from koordlet.host.netlink import (
     net_cls_mounted,
 )
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
-from koordlet.quantity import parse_quantity
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
+from koordlet.writer.executor import FORCE_REFRESH, Executor, Update
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodeslo import NetworkQOSCfg, NodeSLOSpec
     from koordlet.states.pod import Pod

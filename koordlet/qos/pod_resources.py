@@ -29,10 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin
-from koordlet.executor import Executor, Update
-from koordlet.logutil import LogOnce
 from koordlet.rules.pod_plan import PlanRule, PodPlan, consequence, plan_pod
 from koordlet.rules.resources import (
     REASON_BATCH,
@@ -47,9 +46,10 @@ from koordlet.rules.resources import (
 )
 from koordlet.states.informer import PodMeta, pod_owner
 from koordlet.states.nodestate import NodeView
+from koordlet.writer.executor import Executor, Update
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

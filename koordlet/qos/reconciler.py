@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Strategy
-from koordlet.logutil import LogOnce
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 

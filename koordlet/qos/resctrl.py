@@ -62,10 +62,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Plugin, host_probe
-from koordlet.decode import decoder
-from koordlet.executor import Executor, Update
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.fs import read_bytes, read_text
@@ -81,13 +80,15 @@ from koordlet.host.resctrl import (
     parse_schemata,
     schemata_line,
 )
-from koordlet.logutil import LogOnce
 from koordlet.rules.resctrl import CLASS_GROUP_OF, CLASS_GROUPS, POD_GROUP_PREFIX
+from koordlet.states import decode
+from koordlet.states.decode import decoder
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
+from koordlet.writer.executor import Executor, Update
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.nodeslo import ResctrlQOSCfg, ResourceQOSStrategy
 

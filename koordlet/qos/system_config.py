@@ -30,17 +30,17 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
 from koordlet.component import Plugin
-from koordlet.executor import Update
 from koordlet.host.fs import read_bytes
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
-from koordlet.quantity import parse_quantity
 from koordlet.states.nodeslo import SystemStrategy
 from koordlet.states.nodestate import NodeView
+from koordlet.writer.executor import Update
 
 if TYPE_CHECKING:
-    from koordlet.executor import Executor
+    from koordlet.writer.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from koordlet.kubeapi import NODE_METRICS, ApiError, KubeApi, RateLimiter, Resource
+from koordlet.states.kubeapi import NODE_METRICS, ApiError, KubeApi, RateLimiter, Resource
 from koordlet.states.watcher import ObjectWatcher
 
 log = logging.getLogger(__name__)

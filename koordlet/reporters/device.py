@@ -36,18 +36,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import format_bytes, parse_quantity
 from koordlet.component import Context, Plugin
-from koordlet.decode import json_value
 from koordlet.host.nvml import Gpu, GpuInventory
 from koordlet.host.rdma import RdmaDevice
-from koordlet.logutil import LogOnce
-from koordlet.quantity import format_bytes, parse_quantity
 from koordlet.reporters.cluster import ObjectWriter
 from koordlet.reporters.gpu_partitions import GpuLinks, derive_partitions
 from koordlet.reporters.xpu import XpuDevice, XpuSource, xpu_annotations, xpu_devices, xpu_labels
+from koordlet.states.decode import json_value
 from koordlet.states.node import NodeInfo
-from koordlet.topology import go_json
+from koordlet.states.topology import go_json
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class DeviceReport:
     wait_first = False
 
     def __init__(self, ctx: Context) -> None:
-        from koordlet.kubeapi import DEVICES
+        from koordlet.states.kubeapi import DEVICES
         cluster = ctx.node.cluster
         assert cluster is not None and cluster.device is not None
         self._ctx, self._watcher = ctx, cluster.device

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin
-from koordlet.logutil import LogOnce
 from koordlet.reporters import device, nodemetric, nrt
 
 log = logging.getLogger(__name__)

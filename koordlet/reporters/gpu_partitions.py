@@ -74,8 +74,8 @@ from dataclasses import dataclass
 from itertools import combinations, permutations
 from typing import Any
 
-from koordlet import wire
-from koordlet.quantity import format_milli
+from koordlet.base import wire
+from koordlet.base.quantity import format_milli
 
 # NVML nvmlGpuTopologyLevel_t, as returned by nvmlDeviceGetTopologyCommonAncestor for a pair of GPUs (INTERNAL, 0,
 # two GPUs on one board, is only ever compared as a number).

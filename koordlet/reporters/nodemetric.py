@@ -46,15 +46,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import format_bytes, format_milli, milli, parse_quantity
 from koordlet.component import Context, Plugin
-from koordlet.config import parse_duration
 from koordlet.host.nvml import Gpu
-from koordlet.logutil import LogOnce
 from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
+from koordlet.ops.config import parse_duration
 from koordlet.prediction.reclaimable import ReclaimPrediction, node_allocatable
 from koordlet.prediction.server import Resources
-from koordlet.quantity import format_bytes, format_milli, milli, parse_quantity
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 

@@ -32,17 +32,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import format_bytes, format_milli, milli
 from koordlet.component import Context, Plugin
-from koordlet.decode import json_value
+from koordlet.host.cgroup import format_cpu_list
 from koordlet.host.topology import Topology
-from koordlet.logutil import LogOnce
-from koordlet.quantity import format_bytes, format_milli, milli
 from koordlet.reporters.cluster import ObjectWriter
+from koordlet.states.decode import json_value
 from koordlet.states.kubelet import KubeletCPUConfig
 from koordlet.states.node import NodeInfo
 from koordlet.states.pools import CPUPools, Pools
-from koordlet.topology import cpu_basic_info_annotation, cpu_topology_annotation, format_cpu_list, go_json
+from koordlet.states.topology import cpu_basic_info_annotation, cpu_topology_annotation, go_json
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ class NRTReport:
     wait_first = False
 
     def __init__(self, ctx: Context) -> None:
-        from koordlet.kubeapi import NODE_RESOURCE_TOPOLOGIES
+        from koordlet.states.kubeapi import NODE_RESOURCE_TOPOLOGIES
         assert ctx.node.cluster is not None
         self._ctx, self._cluster = ctx, ctx.node.cluster
         self._writer = ObjectWriter(self._cluster.api, self._cluster.nrt, NODE_RESOURCE_TOPOLOGIES)

@@ -36,10 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.host.xpu import MAX_FILE_BYTES, read_device_info_files
-from koordlet.logutil import LogOnce
-from koordlet.topology import go_json
+from koordlet.states import decode
+from koordlet.states.topology import go_json
 
 log = logging.getLogger(__name__)
 _once = LogOnce(log)          # a bad field is reported once, not at every Device report (every 3 s)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.host.cgroup import KubeQOS
 from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from koordlet import decode, wire
-from koordlet.decode import DecodeError, decoder
+from koordlet.base import wire
 from koordlet.host.cgroup import KubeQOS
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 

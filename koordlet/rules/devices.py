@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.states.deviceallocation import DeviceAllocation
 from koordlet.states.pod import SpecContainer
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from koordlet import decode, wire
-from koordlet.decode import decoder
+from koordlet.base import wire
+from koordlet.states import decode
+from koordlet.states.decode import decoder
 
 OOM_SCORE_ADJ_MIN, OOM_SCORE_ADJ_MAX = -1000, 1000
 

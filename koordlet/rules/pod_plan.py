@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from koordlet import wire
-from koordlet.decode import DecodeError
+from koordlet.base import wire
 from koordlet.rules.cpu_qos import CPUQOSRule, decided_pod_bvt
 from koordlet.rules.resources import (
     Settings,
@@ -31,6 +30,7 @@ from koordlet.rules.resources import (
     normalized_quota,
     pod_settings,
 )
+from koordlet.states.decode import DecodeError
 from koordlet.states.pod import (
     NO_RESOURCES,
     NOT_PINNED,

@@ -6,7 +6,7 @@ at container creation, so the first task starts in it).
 
 from __future__ import annotations
 
-from koordlet.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
+from koordlet.base.wire import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR
 
 GROUP_LSR, GROUP_LS, GROUP_BE = "LSR", "LS", "BE"
 CLASS_GROUPS = ((GROUP_LSR, "lsr"), (GROUP_LS, "ls"), (GROUP_BE, "be"))     # (group dir, NodeSLO class attr)

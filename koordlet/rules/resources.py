@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordlet import wire
-from koordlet.host.cgroup import CgroupWrite, KubeQOS
+from koordlet.base import wire
+from koordlet.host.cgroup import CgroupWrite, KubeQOS, format_cpu_list
 from koordlet.states.pod import Container, Pod, ResourceStatus
-from koordlet.topology import format_cpu_list
 
 if TYPE_CHECKING:
     from koordlet.states.nodeslo import NodeSLOSpec

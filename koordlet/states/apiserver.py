@@ -1,7 +1,7 @@
 """API-server pod source: the alternative to polling the kubelet.
 
 Lists the node's pods with the field selector ``spec.nodeName=<node>``, as upstream koordlet does when it reads
-pods from the API server, through the agent's shared :class:`~koordlet.kubeapi.KubeApi` (raw JSON: keys stay
+pods from the API server, through the agent's shared :class:`~koordlet.states.kubeapi.KubeApi` (raw JSON: keys stay
 camelCase exactly as the kubelet source returns them, and no model objects are built).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from koordlet.kubeapi import PODS, ApiError, KubeApi
+from koordlet.states.kubeapi import PODS, ApiError, KubeApi
 
 _SNIPPET = 200
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from koordlet import kubeapi
-from koordlet.config import Config
+from koordlet.ops.config import Config
+from koordlet.states import kubeapi
 from koordlet.states.watcher import ObjectWatcher
 
 

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from koordlet import decode, wire
-from koordlet.decode import decoder
+from koordlet.base import wire
+from koordlet.states import decode
+from koordlet.states.decode import decoder
 
 _DEPRECATED_PREFIX, _PREFIX = "kubernetes.io/", "koordinator.sh/"
 _DEPRECATED = ("gpu", "gpu-core", "gpu-memory", "gpu-memory-ratio", "rdma", "fpga")

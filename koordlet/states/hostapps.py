@@ -14,7 +14,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, KubeQOS, Layout
 from koordlet.states.nodeslo import HostApplicationSpec
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Layout
-from koordlet.logutil import LogOnce
-from koordlet.metrics import ResourceRow
+from koordlet.ops.metrics import ResourceRow
 from koordlet.states.pleg import EventKind, PlegEvent
 from koordlet.states.pod import Container, Pod, pod_from_k8s
 

@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from koordlet.base.quantity import milli
 from koordlet.host.cgroup import parse_cpu_list
-from koordlet.quantity import milli
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

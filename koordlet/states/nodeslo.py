@@ -46,10 +46,11 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
-from koordlet import decode, wire
-from koordlet.logutil import LogOnce
-from koordlet.quantity import parse_quantity
-from koordlet.yamlfile import load_yaml
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
+from koordlet.base.yamlfile import load_yaml
+from koordlet.states import decode
 
 log = logging.getLogger(__name__)
 

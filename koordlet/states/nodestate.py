@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from koordlet import wire
-from koordlet.config import Config
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import parse_quantity
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import Topology, read_topology
-from koordlet.logutil import LogOnce
-from koordlet.quantity import parse_quantity
+from koordlet.ops.config import Config
 from koordlet.states.hostapps import HostApp, escaping, resolve_host_apps
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.kubelet import KubeletClient, KubeletCPUConfig
@@ -38,7 +38,7 @@ from koordlet.states.runtimepods import RuntimePods
 if TYPE_CHECKING:
     from koordlet.host.nvml import GpuHealth, GpuInventory
     from koordlet.host.rdma import RdmaDevice
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.cluster import Cluster
 
 log = logging.getLogger(__name__)

@@ -15,12 +15,12 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from koordlet import decode, wire
-from koordlet.decode import DecodeError, decoder
-from koordlet.host.cgroup import KubeQOS, check_pod_uid, parse_container_id
-from koordlet.quantity import parse_quantity
+from koordlet.base import wire
+from koordlet.base.quantity import parse_quantity
+from koordlet.host.cgroup import KubeQOS, check_pod_uid, format_cpu_list, parse_container_id
+from koordlet.states import decode
+from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.deviceallocation import resource_name
-from koordlet.topology import format_cpu_list
 
 T = TypeVar("T")
 MAX_NUMA_NODES = 1024    # the kernel's MAX_NUMNODES at its largest (NODES_SHIFT 10): more entries name nothing

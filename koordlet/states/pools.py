@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordlet import decode, wire
+from koordlet.base import wire
+from koordlet.base.logutil import LogOnce
+from koordlet.base.quantity import milli
 from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.topology import Topology
-from koordlet.logutil import LogOnce
-from koordlet.quantity import milli
+from koordlet.states import decode
 from koordlet.states.informer import PodMeta
 from koordlet.states.kubelet import KubeletCPUConfig
 from koordlet.states.node import NodeInfo

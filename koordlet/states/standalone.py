@@ -17,13 +17,13 @@ import dataclasses
 import logging
 import os
 
-from koordlet.decode import DecodeError
+from koordlet.base.logutil import LogOnce
+from koordlet.base.yamlfile import load_yaml
 from koordlet.host.cgroup import Cgroups
-from koordlet.logutil import LogOnce
+from koordlet.states.decode import DecodeError
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import NO_RESOURCES, Container, Pod, Resources, extended_resource_spec, pod_from_k8s
 from koordlet.states.runtimepods import RuntimePod, RuntimePods
-from koordlet.yamlfile import load_yaml
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from koordlet.kubeapi import ApiError, KubeApi, Resource
+from koordlet.states.kubeapi import ApiError, KubeApi, Resource
 
 log = logging.getLogger(__name__)
 

@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hami_bridge.inject import HostLayout
+from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Layout
 from koordlet.host.paths import HostPaths
-from koordlet.logutil import LogOnce
 from koordlet.rules.pod_plan import PlanRule, PodPlan
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.pod import Pod
 
 if TYPE_CHECKING:
     from koordlet._proto.nri import api_pb2 as api
-    from koordlet.executor import Executor, Update
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.nodestate import NodeView
+    from koordlet.writer.executor import Executor, Update
 
 
 _DEFAULT_SLO: NodeSLOSpec | None = None

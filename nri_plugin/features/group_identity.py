@@ -10,11 +10,11 @@ from koordlet.rules.cpu_qos import cpu_qos_rule
 from nri_plugin.features.base import Event, Feature, HookEnv, Unit, slo_of
 
 if TYPE_CHECKING:
-    from koordlet.executor import Update
     from koordlet.rules.cpu_qos import CPUQOSRule
     from koordlet.rules.pod_plan import PlanRule
     from koordlet.states.nodeslo import NodeSLOSpec
     from koordlet.states.nodestate import NodeView
+    from koordlet.writer.executor import Update
 
 
 class GroupIdentity(Unit):

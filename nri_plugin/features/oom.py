@@ -9,9 +9,9 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from koordlet.decode import DecodeError
-from koordlet.executor import Update
 from koordlet.rules.oom import container_oom_score_adj
+from koordlet.states.decode import DecodeError
+from koordlet.writer.executor import Update
 from nri_plugin.features.base import Event, Feature, HookEnv, Unit
 
 if TYPE_CHECKING:

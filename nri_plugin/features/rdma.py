@@ -4,8 +4,8 @@ problem injects nothing, logged against the pod."""
 
 from __future__ import annotations
 
-from koordlet import wire
 from koordlet._proto.nri import api_pb2 as api
+from koordlet.base import wire
 from koordlet.host.rdma import verbs_devices
 from koordlet.rules.devices import allocation_ids, by_container
 from koordlet.states.deviceallocation import parse_device_allocated

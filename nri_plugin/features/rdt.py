@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.host.resctrl import group_exists
 from koordlet.rules.resctrl import CLASS_GROUP_OF, POD_GROUP_PREFIX
 from nri_plugin.features.base import Event, Feature, HookEnv, Unit

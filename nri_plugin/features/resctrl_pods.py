@@ -4,7 +4,7 @@ and moves the tasks; a started container's processes exist only now, so it is wo
 
 from __future__ import annotations
 
-from koordlet import wire
+from koordlet.base import wire
 from nri_plugin.features.base import Event, Feature, HookEnv, Unit
 
 

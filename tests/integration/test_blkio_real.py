@@ -20,7 +20,6 @@ import time
 import psutil
 import pytest
 
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.qos.blkio import BlkIO
 from koordlet.states.informer import meta_for
@@ -28,6 +27,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import host_paths, pod_object
 from tests.realcgroup import CGROUP_FS
 

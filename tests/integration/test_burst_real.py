@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
@@ -23,6 +22,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import host_paths, pod_object
 from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds
 

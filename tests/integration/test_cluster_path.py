@@ -15,14 +15,14 @@ import pytest
 
 from doubles.apiserver_double import ApiServerDouble
 from doubles.crdschema import CrdSchemas
-from koordlet import kubeapi
 from koordlet.agent import Agent
-from koordlet.config import build
 from koordlet.host.cgroup import CgroupVersion, Driver
-from koordlet.kubeapi import ApiError, KubeApi
+from koordlet.ops.config import build
 from koordlet.reporters import nrt
 from koordlet.reporters.cluster import NodeMetricStatusWriter, ObjectWriter
 from koordlet.reporters.nrt import write_nrt
+from koordlet.states import kubeapi
+from koordlet.states.kubeapi import ApiError, KubeApi
 from koordlet.states.node import NodeInfo
 from koordlet.states.watcher import ObjectWatcher
 from tests.fakehost import FakeHost

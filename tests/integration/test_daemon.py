@@ -186,7 +186,7 @@ def test_daemon_serves_pod_resources_to_multus(tmp_path):
 
     from doubles import multus
     from doubles.kubelet_podresources import FakeKubelet
-    from koordlet import wire
+    from koordlet.base import wire
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V1, Driver.CGROUPFS)
     host.add_pod(KubeQOS.BURSTABLE, "uid-rdma", CgroupValues(cpu_ns=1), {A: CgroupValues(cpu_ns=1)})
     obj = pod_object("uid-rdma", "train", namespace="ml", containers={"app": A})
@@ -285,7 +285,7 @@ def test_a_scrape_of_the_running_agent_shows_upstreams_41_families(tmp_path):
     import tempfile
 
     from doubles.nriruntime import FakeRuntime
-    from koordlet.metrics import UPSTREAM_FAMILIES
+    from koordlet.ops.metrics import UPSTREAM_FAMILIES
     from tests.scrape import Scrape
     from tests.unit.test_nri_hooks import container, sandbox
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
+from koordlet.writer.executor import Executor
 from tests.realcgroup import real_tree  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.root

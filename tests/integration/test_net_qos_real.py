@@ -25,8 +25,7 @@ import uuid
 
 import pytest
 
-from koordlet import wire
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC, TC_H_ROOT, supported
 from koordlet.host.paths import HostPaths
@@ -36,6 +35,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import host_paths, pod_object
 from tests.waits import wait_for
 

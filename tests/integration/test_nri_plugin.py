@@ -16,7 +16,7 @@ import pytest
 
 from doubles.nriruntime import FakeRuntime, TTRPCError
 from koordlet._proto.nri import api_pb2 as api
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from nri_plugin.hooks import Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
 from tests.hookfeatures import hook_features

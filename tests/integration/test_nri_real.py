@@ -13,12 +13,12 @@ import os
 import pytest
 
 from koordlet._proto.nri import api_pb2 as api
-from koordlet.executor import Executor
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks
 from tests.builders import pod_object
 from tests.hookfeatures import hook_features

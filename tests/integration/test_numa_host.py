@@ -7,7 +7,7 @@ import pytest
 from koordlet.collectors.usage import NUMACollector
 from koordlet.host.procfs import CLK_TCK, read_cpu_stat
 from koordlet.host.topology import read_node_meminfo, read_topology
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from tests.builders import host_paths
 
 REAL = host_paths()

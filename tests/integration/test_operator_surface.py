@@ -159,7 +159,7 @@ def test_json_logs_are_one_object_per_line_with_the_fields_as_keys(tmp_path, age
     assert docs and all({"ts", "level", "logger", "msg"} <= set(d) for d in docs)
     (serving,) = [d for d in docs if d["msg"].startswith("http serving")]
     assert serving["addr"] == f"127.0.0.1:{port}" and serving["level"] == "info"
-    assert serving["logger"] == "koordlet.server"
+    assert serving["logger"] == "koordlet.ops.server"
     (started,) = [d for d in docs if d["msg"].startswith("agent starting")]
     assert started["node"] == "node-a" and started["mode"] == "host"
 

@@ -18,10 +18,10 @@ import pytest
 
 from doubles import multus
 from doubles.kubelet_podresources import FakeKubelet
-from koordlet import wire
 from koordlet._proto.podresources import api_pb2 as pb
 from koordlet._proto.podresources import api_pb2_grpc as pb_grpc
-from koordlet.metrics import AgentMetrics
+from koordlet.base import wire
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
 from koordlet.podresources.upstream import KubeletPodResources
 from koordlet.states.informer import PodMeta, PodsInformer

@@ -16,16 +16,16 @@ import time
 
 import pytest
 
-from koordlet import config as configmod
 from koordlet.agent import Agent
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
+from koordlet.ops import config as configmod
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import host_paths, pod_object
 from tests.realcgroup import BUSY, IDLE, cpus_allowed
 from tests.unit.test_qos_rules import slo

@@ -28,10 +28,10 @@ from doubles.apiserver_double import ApiServerDouble
 from doubles.crdschema import CrdSchemas
 from doubles.kubelet_double import KubeletDouble, make_self_signed_cert, openssl_available
 from koordlet.agent import Agent
-from koordlet.config import build
 from koordlet.host.cgroup import CgroupVersion, Driver
-from koordlet.kubeapi import KubeApi
+from koordlet.ops.config import build
 from koordlet.states.apiserver import ApiServerPodSource
+from koordlet.states.kubeapi import KubeApi
 from tests.fakehost import FakeHost
 from tests.unit.test_deploy_manifests import Access, api_access, cluster_role, granted, kubelet_access
 from tests.waits import wait_for

@@ -9,7 +9,7 @@ import pytest
 from koordlet.collectors.usage import UsageCollection
 from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import PodsInformer
 from koordlet.states.pleg import Pleg
 from koordlet.states.standalone import StandalonePodSource

@@ -26,7 +26,7 @@ import pytest
 from doubles import schedcluster as sc
 from doubles.agentproc import free_port
 from doubles.apiserver_double import ApiServerDouble
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.states.deviceallocation import parse_device_allocated
 from scheduler.extender import NOT_SYNCED
 from tests.scrape import Scrape

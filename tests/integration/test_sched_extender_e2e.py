@@ -16,8 +16,8 @@ import pytest
 from doubles import schedcluster as sc
 from doubles.apiserver_double import ApiServerDouble
 from doubles.kube_scheduler import ExtenderConfig, KubeSchedulerDouble, ManagedResource
-from koordlet.kubeapi import KubeApi
 from koordlet.states.deviceallocation import parse_device_allocated
+from koordlet.states.kubeapi import KubeApi
 from scheduler.cache import ClusterCache
 from scheduler.cli import make_binder
 from scheduler.extender import Extender

@@ -10,7 +10,7 @@ import pytest
 from koordlet.collectors.throttled import ThrottledCollector, throttled_ratio
 from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object

@@ -18,8 +18,8 @@ import sys
 
 import pytest
 
-from koordlet.compat import UPSTREAM_BY_NAME
 from koordlet.host.cgroup import CgroupVersion, Driver, KubeQOS
+from koordlet.ops.compat import UPSTREAM_BY_NAME
 from tests.fakehost import CgroupValues, FakeHost
 from tests.integration.test_daemon import free_port, get
 from tests.unit.test_upstream_compat import CHART_ARGS, MANAGER_ARGS
@@ -103,8 +103,8 @@ def test_upstream_args_start_the_agent(source, tmp_path):
         if kind == "implemented":
             assert said == [], (name, said)
         elif kind == "inert":
-            assert len(said) == 1 and " WARNING koordlet.compat " in said[0] and "no effect here: " in said[0], \
+            assert len(said) == 1 and " WARNING koordlet.ops.compat " in said[0] and "no effect here: " in said[0], \
                 (name, said)
         else:
-            assert len(said) == 1 and " INFO koordlet.compat " in said[0] and "mapped" in said[0], (name, said)
+            assert len(said) == 1 and " INFO koordlet.ops.compat " in said[0] and "mapped" in said[0], (name, said)
     assert any(" DEBUG " in line for line in lines), "--v=4 should have turned on debug logging"

@@ -21,12 +21,12 @@ import pytest
 from koordlet.collectors.throttled import ThrottledCollector
 from koordlet.collectors.usage import UsageCollection
 from koordlet.component import Tick
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.fs import read_bytes, vanished
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 from tests.realcgroup import CGROUP_FS, v1_available

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from koordlet.audit import AuditLog
 from koordlet.metriccache import Sample
+from koordlet.ops.audit import AuditLog
 from koordlet.qos.evict import (
     RES_CPU,
     RES_MEMORY,

@@ -4,7 +4,7 @@ in its own file:
 
 | gate | where | behaviour test |
 |---|---|---|
-| AuditEvents, AuditEventsHTTPHandler | koordlet/audit.py, Executor, Agent.events_handler | test_audit.py |
+| AuditEvents, AuditEventsHTTPHandler | koordlet/ops/audit.py, Executor, Agent.events_handler | test_audit.py |
 | ResctrlCollector | collectors/resctrl.py | test_resctrl_collector.py |
 | Libpfm4 | compat.gate_notes (the CPI collector always counts as its libpfm4 path) | here, test_cpi.py |
 | HamiCoreVGPUMonitor | collectors/hami_vgpu.py, host/hamicore.py | test_hami_vgpu.py |
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from koordlet import collectors, qos
-from koordlet.compat import gate_notes
-from koordlet.config import build
+from koordlet.ops.compat import gate_notes
+from koordlet.ops.config import build
 from koordlet.qos import evict
 
 TEN = ("AuditEvents", "AuditEventsHTTPHandler", "ResctrlCollector", "Libpfm4", "HamiCoreVGPUMonitor",

@@ -14,11 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from doubles import fakenvml
-from koordlet.audit import AuditLog, Event, EventPager, event_of_owner, go_time, trail_source
-from koordlet.config import build
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-from koordlet.server import HttpServer
+from koordlet.ops.audit import AuditLog, Event, EventPager, event_of_owner, go_time, trail_source
+from koordlet.ops.config import build
+from koordlet.ops.server import HttpServer
+from koordlet.writer.executor import Executor
 from tests.fakehost import FakeHost
 
 

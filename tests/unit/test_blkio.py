@@ -14,18 +14,18 @@ import os
 
 import pytest
 
-from koordlet.decode import DecodeError
-from koordlet.executor import Executor
 from koordlet.host.blockdev import BlockDevError, BlockDevices, Disk, parse_mountinfo, split_lvm_name, supported
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.paths import HostPaths
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.blkio import BlkIO, Limits, devices_in, pod_blocks, probe, root_values, throttle_values
+from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import IOCfg, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2

@@ -11,7 +11,7 @@ from koordlet.collectors.throttled import ThrottledCollector
 from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS
 from koordlet.metriccache import MetricCache
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.cpu_burst import CPUBurst
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import Container, Pod

@@ -11,10 +11,10 @@ import pytest
 
 from koordlet import collectors, qos, reporters, services
 from koordlet.component import Loops, Plugin, StartupError, build_enabled, spread
-from koordlet.config import ALPHA_GATES, DEFAULT_GATES, build
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-from koordlet.metrics import AgentMetrics
-from koordlet.server import HttpServer
+from koordlet.ops.config import ALPHA_GATES, DEFAULT_GATES, build
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.server import HttpServer
 from koordlet.states.informer import PodsInformer, meta_for
 from koordlet.states.nodestate import NodeState
 from koordlet.states.pod import pod_from_k8s

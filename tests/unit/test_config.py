@@ -1,7 +1,7 @@
 import pytest
 
 from koordlet.cli import main
-from koordlet.config import (
+from koordlet.ops.config import (
     OPTIONS,
     ConfigError,
     build,
@@ -45,7 +45,7 @@ def test_daemonset_mode_roots():
 def test_auto_mode_follows_the_daemonset_mounts_standalone_or_not(monkeypatch, standalone):
     """auto is daemonset where /host-sys exists (the DaemonSet's mounts), host elsewhere; --standalone (no cluster)
     does not change where the host is: ``report --once --standalone`` exec'd in the agent's pod reads the host."""
-    import koordlet.config as config
+    import koordlet.ops.config as config
 
     real_isdir = config.os.path.isdir
     for mounted, mode, cgroups in ((True, "daemonset", "/host-cgroup/"), (False, "host", "/sys/fs/cgroup/")):

@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 
 from doubles.fakecoresched import FakeCoreSchedKernel
-from koordlet import wire
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host import coresched as hc
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.core_sched import CACHE_EXPIRY, CoreSched
 from koordlet.rules.core_sched import core_sched_rule, group_id
 from koordlet.states.informer import PodMeta, meta_for
@@ -26,6 +25,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import host_paths, pod_object
 from tests.fakehost import FakeHost
 

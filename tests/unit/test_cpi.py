@@ -16,7 +16,7 @@ from koordlet.collectors.cpi import CPICollector
 from koordlet.component import Tick
 from koordlet.host import perf
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
 from koordlet.states.pod import Container, Pod
 

@@ -12,13 +12,11 @@ import random
 
 import pytest
 
-from koordlet import wire
-from koordlet.decode import DecodeError
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, parse_cpu_throttling
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.cpu_burst import (
     BurstLimiter,
     CPUBurst,
@@ -33,11 +31,13 @@ from koordlet.qos.cpu_burst import (
     static_burst_us,
     target_quota,
 )
+from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import CPUBurstStrategy, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 
@@ -403,7 +403,7 @@ def test_a_scrape_during_reconciles_never_sees_the_burst_family_partial(env):
     would see part of the family): scrapes running beside 1,000 cycles always see every container's series."""
     import threading
 
-    from koordlet.metrics import exposition
+    from koordlet.ops.metrics import exposition
     uids = [f"11111111-0000-0000-0000-{i:012d}" for i in range(20)]
     for i, uid in enumerate(uids):
         env.add(pod_obj(uid, f"web-{i}", {"app": (f"{i:02d}" * 32, "2")}))

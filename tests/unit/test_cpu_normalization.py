@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from koordlet.executor import Executor
 from koordlet.metriccache import MetricCache
 from koordlet.qos.cpu_burst import CPUBurst
 from koordlet.qos.pod_resources import PodResources
@@ -15,6 +14,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import resource_status
+from koordlet.writer.executor import Executor
 from tests.unit.test_qos_rules import pod, slo
 from tests.unit.test_qos_strategies import build, fake_host, value, with_uid
 

@@ -11,11 +11,10 @@ import logging
 
 import pytest
 
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.topology import CPU, CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.cpu_suppress import (
     CPUSuppress,
     FilteredUsage,
@@ -36,6 +35,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import CgroupPath, HostApplicationSpec, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 

@@ -1,5 +1,5 @@
-"""koordlet.decode (the one annotation decoder), the bounded parsers under it, and what a hostile annotation costs:
-only that part of that pod, in the reconciler's strategies and in the NRI hooks alike."""
+"""koordlet.states.decode (the one annotation decoder), the bounded parsers under it, and what a hostile annotation
+costs: only that part of that pod, in the reconciler's strategies and in the NRI hooks alike."""
 
 from __future__ import annotations
 
@@ -15,23 +15,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from koordlet import decode, wire
-from koordlet.decode import MAX_BYTES, MAX_DEPTH, DecodeError
-from koordlet.executor import Executor
+from koordlet.base import wire
+from koordlet.base.quantity import MAX_EXPONENT, parse_quantity
 from koordlet.host.cgroup import MAX_CPUS, KubeQOS, parse_cpu_list
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos, net_qos, resctrl
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
-from koordlet.quantity import MAX_EXPONENT, parse_quantity
 from koordlet.rules import cpu_qos, oom
+from koordlet.states import decode
+from koordlet.states.decode import MAX_BYTES, MAX_DEPTH, DecodeError
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, extended_resource_spec
 from koordlet.states.pod import resource_status as pod_resource_status
+from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks
 from tests.budget import within_budget
 from tests.hookfeatures import hook_features

@@ -26,12 +26,12 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from hami_bridge.inject import HostLayout
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.cli import _parser
-from koordlet.config import DEFAULT_GATES, OPTIONS_BY_NAME, Config, ConfigError, build, flag_values
 from koordlet.host.paths import HostPaths
-from koordlet.metrics import AgentMetrics
-from koordlet.server import HttpServer
+from koordlet.ops.config import DEFAULT_GATES, OPTIONS_BY_NAME, Config, ConfigError, build, flag_values
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.server import HttpServer
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -36,8 +36,8 @@ import yaml
 
 from doubles.crdschema import _is_qualified_name
 from doubles.kube_scheduler import DEFAULT_SCHEDULER_NAME, ExtenderConfig, load_config, parse_go_duration
-from koordlet import wire
-from koordlet.server import HttpServer
+from koordlet.base import wire
+from koordlet.ops.server import HttpServer
 from scheduler import config as extender_config
 from scheduler.allocator import DEFAULT_WEIGHTS as DEFAULT_DEVICE_WEIGHTS
 from scheduler.cache import ClusterCache

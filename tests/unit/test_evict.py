@@ -12,11 +12,10 @@ import subprocess
 
 import pytest
 
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.evict import (
     BECPUSample,
     Evictor,
@@ -42,6 +41,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import ResourceThresholdStrategy, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 
@@ -164,7 +164,7 @@ def test_priority_victims_filters_and_sort(caplog):
             meta(9, "bad-policy", priority=4000, annotations={"koordinator.sh/eviction-policy": "{"}, **e),
             meta(10, "bad-prio", priority=5000, annotations={"koordinator.sh/eviction-priority": "x"}, **e)]
     used = {uid(n): 100 * n for n in (1, 2, 3, 4, 5, 6, 7, 9, 10)}
-    from koordlet.logutil import LogOnce
+    from koordlet.base.logutil import LogOnce
     bad = LogOnce(logging.getLogger("test"))
     caplog.set_level(logging.WARNING, "test")
     got = priority_victims(pods, "CPUEvict", 7999, used, "cpu", bad)
@@ -440,7 +440,7 @@ def test_standalone_kill_signals_the_pod_processes(tmp_path):
 
 def test_cluster_path_evicts_with_uid_precondition_and_records_events(tmp_path):
     from doubles.apiserver_double import ApiServerDouble
-    from koordlet.kubeapi import KubeApi
+    from koordlet.states.kubeapi import KubeApi
 
     with ApiServerDouble() as double:
         pods = "/api/v1/namespaces/default/pods"

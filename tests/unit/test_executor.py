@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from koordlet.executor import Executor, Merge, Update
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.writer.executor import Executor, Merge, Update
 
 
 class Clock:
@@ -110,7 +110,7 @@ def test_missing_files_are_counted_not_cached_and_quiet(tmp_path, caplog):
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file modes; the failure is provoked another way")
 def test_failed_write_is_logged_once_counted_and_retried(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="koordlet.executor")      # "write recovered" is an INFO line
+    caplog.set_level(logging.INFO, logger="koordlet.writer.executor")      # "write recovered" is an INFO line
     cg = tree(tmp_path)
     path = put(cg, "cpu", "kubepods", "cpu.shares", "2")
     os.chmod(path, 0o444)

@@ -8,11 +8,11 @@ import os
 import pytest
 
 from doubles.churn import Clock, add_be_pod, remove_pod, view
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
 from koordlet.states.informer import PodMeta
+from koordlet.writer.executor import Executor
 from tests.fakehost import FakeHost
 
 

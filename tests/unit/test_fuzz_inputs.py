@@ -39,12 +39,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from koordlet import yamlfile
 from koordlet._proto.ttrpc import ttrpc_pb2
+from koordlet.base import yamlfile
+from koordlet.base.yamlfile import load_yaml
 from koordlet.states.nodeslo import NodeSLOFile, NodeSLOFileError, merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pod import pod_from_k8s
 from koordlet.states.standalone import PodsFileError, load_pods_file
-from koordlet.yamlfile import load_yaml
 from nri_plugin.transport import mux, ttrpc
 from nri_plugin.transport.mux import Mux, ProtocolError
 from nri_plugin.transport.ttrpc import Channel, Decoder

@@ -1,4 +1,5 @@
-"""koordlet/gcfreeze.py against the real collector: survivors frozen, the walk kept short, cycles freed at a thaw."""
+"""koordlet/base/gcfreeze.py against the real collector: survivors frozen, the walk kept short, cycles freed at a
+thaw."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import weakref
 
 import pytest
 
-from koordlet.gcfreeze import FreezeAfterFullCollection
+from koordlet.base.gcfreeze import FreezeAfterFullCollection
 
 
 class Node:

@@ -24,7 +24,7 @@ import pytest
 from doubles import fakenvml
 from doubles.crdschema import CrdSchemas
 from doubles.fakepci import FakePci
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.cli import main
 from koordlet.collectors.gpu import GpuDevices
 from koordlet.component import Tick
@@ -33,7 +33,7 @@ from koordlet.host.nvml import Gpu, Nvml, NvmlUnavailable
 from koordlet.host.paths import HostPaths
 from koordlet.host.rdma import discover_rdma
 from koordlet.metriccache import MetricCache, Sample, labels
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.reporters import device
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated

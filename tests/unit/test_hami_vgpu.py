@@ -14,10 +14,10 @@ import pytest
 from doubles.fakehamicore import FakeLibvgpu, layout
 from koordlet.collectors import hami_vgpu
 from koordlet.component import Tick
-from koordlet.config import build
 from koordlet.host import hamicore
 from koordlet.host.cgroup import Driver, Layout
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.config import build
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object

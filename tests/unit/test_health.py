@@ -19,8 +19,8 @@ from koordlet.component import (
     assess,
     stall_deadline,
 )
-from koordlet.metrics import AgentMetrics
-from koordlet.sdnotify import Notifier, socket_address, watchdog_interval
+from koordlet.host.sdnotify import Notifier, socket_address, watchdog_interval
+from koordlet.ops.metrics import AgentMetrics
 from tests.waits import wait_for
 
 REQUIRED = (("pods", "pod sync"), ("usage", "collection cycle"))

@@ -12,7 +12,7 @@ from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, Layout
 from koordlet.host.procfs import CLK_TCK
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
 from koordlet.states.hostapps import HostApp, resolve_host_apps
 from koordlet.states.nodeslo import merge_node_slo_spec
@@ -105,12 +105,12 @@ def test_an_app_dir_that_resolves_outside_the_root_is_dropped_and_written_nowher
     import logging
     import os
 
-    from koordlet.config import build
-    from koordlet.executor import Executor
+    from koordlet.ops.config import build
     from koordlet.qos.pod_resources import PodResources
     from koordlet.states.informer import PodsInformer
     from koordlet.states.nodeslo import NodeSLOFile
     from koordlet.states.nodestate import NodeState
+    from koordlet.writer.executor import Executor
 
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
     cgroups = Cgroups.detect(host.paths)

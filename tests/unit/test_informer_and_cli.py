@@ -12,10 +12,10 @@ from doubles.crdschema import CrdSchemas
 from doubles.kubelet_double import KubeletDouble
 from koordlet.agent import kubelet_client, pod_source
 from koordlet.cli import component_support, main
-from koordlet.config import build
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.probes import probe
+from koordlet.ops.config import build
 from koordlet.states.informer import PodsInformer, TokenBucket
 from tests.builders import host_paths, pod_object
 from tests.fakehost import CgroupValues, FakeHost

@@ -11,7 +11,6 @@ import pytest
 
 from koordlet.collectors.memory import ColdPageCollector, PageCacheCollector
 from koordlet.component import Tick
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.kidled import (
     BUCKETS,
@@ -26,10 +25,11 @@ from koordlet.host.kidled import (
     scan_period_path,
     use_hierarchy_path,
 )
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 

@@ -12,9 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from koordlet import wire
-from koordlet.decode import DecodeError
-from koordlet.executor import MAX_INT64, Executor
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.topology import read_topology
 from koordlet.qos.memory_qos import (
@@ -28,11 +26,13 @@ from koordlet.qos.memory_qos import (
     pod_settings,
     qos_settings,
 )
+from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import MemoryQOSCfg, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import MAX_INT64, Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 

@@ -1,5 +1,5 @@
-"""Upstream's 41 ``koordlet_*`` metric families (koordlet/metrics.py ``UPSTREAM_FAMILIES``), as a Prometheus scrape of
-the agent's HTTP server sees them: name, type and label names, on /metrics and on the one of /internal-metrics and
+"""Upstream's 41 ``koordlet_*`` metric families (koordlet/ops/metrics.py ``UPSTREAM_FAMILIES``), as a Prometheus scrape
+of the agent's HTTP server sees them: name, type and label names, on /metrics and on the one of /internal-metrics and
 /external-metrics upstream registers them in; and the rules around them (counters without ``_total``, series of gone
 pods removed, upstream's five-minute expiry).
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from koordlet.metrics import (
+from koordlet.ops.metrics import (
     EXPIRE_AFTER,
     UPSTREAM,
     UPSTREAM_FAMILIES,
@@ -23,7 +23,7 @@ from koordlet.metrics import (
     ResourceRow,
     exposition,
 )
-from koordlet.server import HttpServer
+from koordlet.ops.server import HttpServer
 from tests.scrape import Scrape
 
 N = "node-a"
@@ -210,7 +210,7 @@ def test_a_table_histogram_scrapes_as_prometheus_clients_histogram_of_the_same_o
     ``le`` says), and no ``_created``."""
     from prometheus_client import CollectorRegistry, Histogram
 
-    from koordlet.metrics import MILLISECOND_BUCKETS, TableHistogram
+    from koordlet.ops.metrics import MILLISECOND_BUCKETS, TableHistogram
     ours_registry, peer_registry = CollectorRegistry(), CollectorRegistry()
     ours = TableHistogram("h_ms", "help", ("level", "resource"), MILLISECOND_BUCKETS, ours_registry)
     peer = Histogram("h_ms", "help", ("level", "resource"), buckets=MILLISECOND_BUCKETS, registry=peer_registry)

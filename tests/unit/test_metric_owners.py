@@ -11,10 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from koordlet.collectors.usage import UsageCollection
-from koordlet.config import build
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.config import build
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.prediction.feed import Prediction
 from koordlet.prediction.server import PredictionConfig, Resources
 from koordlet.qos.blkio import BlkIO
@@ -24,6 +23,7 @@ from koordlet.states.informer import PodsInformer, meta_for, resource_rows
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeState, NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 from tests.fakehost import CgroupValues, FakeHost
 from tests.unit.test_qos_rules import slo
@@ -54,7 +54,7 @@ def test_executor_times_every_write_it_asks_the_kernel_for(tmp_path):
     ex.update([ex.cgroup("kubepods/gone", "cpu.shares", 2, "pod y", "test")])         # vanished: ignored
     sysctl = tmp_path / "proc-sys-file"
     sysctl.write_text("0\n")
-    from koordlet.executor import Update
+    from koordlet.writer.executor import Update
     ex.update([Update(str(sysctl), "1", "node", "test")])
     assert count(m, "koordlet_resource_update_duration_milliseconds", type="default", status="success") == 1
     assert count(m, "koordlet_resource_update_duration_milliseconds", type="cgroup", status="failed") is None

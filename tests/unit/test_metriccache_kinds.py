@@ -12,7 +12,7 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.procfs import CLK_TCK
 from koordlet.metriccache import KINDS, Sample, schema_problem
 from koordlet.metriccache.kinds import EXTRA_KINDS, UPSTREAM_KINDS
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object

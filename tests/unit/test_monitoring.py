@@ -2,7 +2,7 @@
 with every label the expression matches on; the rules pass ``promtool check rules`` and their ``promtool test rules``
 unit test; the PrometheusRule carries the same groups as the rule file.
 
-"What the agent exports" is read from a scrape of the agent's HTTP server (koordlet.server over a real socket)
+"What the agent exports" is read from a scrape of the agent's HTTP server (koordlet.ops.server over a real socket)
 serving an ``AgentMetrics`` in which every family holds a series: the names exactly as Prometheus stores them
 (upstream's counters without ``_total``, ours with it, histograms as ``_bucket``/``_sum``/``_count``), nothing
 restated here. tests/integration/test_operator_surface.py checks the same names on a running daemon's /metrics.
@@ -22,8 +22,8 @@ import pytest
 import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
-from koordlet.metrics import AgentMetrics
-from koordlet.server import HttpServer
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.server import HttpServer
 from tests.scrape import Scrape
 
 REPO = Path(__file__).resolve().parents[2]

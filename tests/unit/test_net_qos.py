@@ -11,18 +11,18 @@ import random
 
 import pytest
 
-from koordlet import wire
-from koordlet.decode import DecodeError
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC_H_ROOT, Filter, Link, Qdisc, TCState, htb_class
 from koordlet.host.paths import HostPaths
 from koordlet.qos import net_qos as nq
+from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
+from koordlet.writer.executor import Executor
 from tests.builders import pod_object
 
 LINK = Link(7, "eth9")

@@ -9,11 +9,11 @@ import os
 import pytest
 
 from koordlet._proto.nri import api_pb2 as api
-from koordlet.executor import Executor
 from koordlet.host.cgroup import KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
+from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks, kube_qos_of_parent
 from tests.builders import pod_object
 from tests.hookfeatures import hook_features

@@ -15,8 +15,8 @@ import pytest
 
 from doubles.apiserver_double import ApiServerDouble, Request, status_object, write_kubeconfig
 from doubles.kubelet_double import KubeletDouble, TlsFiles, make_self_signed_cert, openssl_available
-from koordlet.kubeapi import ApiError, ConfigError, KubeApi
 from koordlet.states.apiserver import ApiServerPodSource
+from koordlet.states.kubeapi import ApiError, ConfigError, KubeApi
 from koordlet.states.kubelet import KubeletClient, KubeletError
 from tests.builders import pod_object
 

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from koordlet import wire
 from koordlet._proto.podresources import api_pb2 as pb
+from koordlet.base import wire
 from koordlet.podresources.merge import assign, merge
 from koordlet.rules.devices import allocation_ids, device_count
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction

@@ -7,7 +7,7 @@ from koordlet.collectors.psi import PSICollector
 from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.psi import PSI, ZERO_LINE, PSILine, cgroup_psi, node_psi, parse_pressure, read_pressure
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import host_paths, pod_object

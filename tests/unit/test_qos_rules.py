@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from koordlet.decode import DecodeError
 from koordlet.host.cgroup import KubeQOS
 from koordlet.rules import cpu_qos, resources
+from koordlet.states.decode import DecodeError
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView

@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from koordlet.executor import Executor
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.paths import HostPaths
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
@@ -17,6 +16,7 @@ from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
+from koordlet.writer.executor import Executor
 from tests.unit.test_qos_rules import BATCH, pod, slo
 
 ALL_ON = {"enable": True}

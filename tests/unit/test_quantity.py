@@ -1,6 +1,6 @@
 import pytest
 
-from koordlet.quantity import format_bytes, format_milli, milli, parse_quantity
+from koordlet.base.quantity import format_bytes, format_milli, milli, parse_quantity
 
 
 @pytest.mark.parametrize("m,text", [(0, "0"), (1250, "1250m"), (2000, "2"), (1500, "1500m"), (12000, "12"),

@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 
 from doubles.fakeresctrl import AMD, INTEL, FakeResctrl, Profile
-from koordlet import wire
-from koordlet.executor import Executor
+from koordlet.base import wire
 from koordlet.host import resctrl as hr
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.resctrl import Resctrl, class_schemata, l3_mask, mb_value, parse_pod_resctrl, pod_schemata
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOSpec, ResctrlQOSCfg, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Container, Pod
+from koordlet.writer.executor import Executor
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}

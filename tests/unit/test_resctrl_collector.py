@@ -11,11 +11,11 @@ import pytest
 from doubles.fakeresctrl import AMD, INTEL, FakeResctrl
 from koordlet.collectors import resctrl as rc
 from koordlet.component import Tick
-from koordlet.config import build
 from koordlet.host import resctrl as hr
 from koordlet.host.paths import HostPaths
 from koordlet.metriccache.kinds import schema_problem
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.config import build
+from koordlet.ops.metrics import AgentMetrics
 
 
 def fake_with_groups(tmp_path: Any, profile: Any = INTEL, groups: tuple[str, ...] = ("LSR", "LS", "BE")

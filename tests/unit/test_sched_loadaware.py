@@ -15,7 +15,7 @@ import logging
 
 import pytest
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
 from scheduler.loadaware import (

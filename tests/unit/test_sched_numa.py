@@ -14,7 +14,7 @@ import logging
 
 import pytest
 
-from koordlet import wire
+from koordlet.base import wire
 from koordlet.host.topology import CPU, CPUBasicInfo, NUMANode, Topology
 from koordlet.reporters import nrt as nrt_report
 from koordlet.states.kubelet import KubeletCPUConfig

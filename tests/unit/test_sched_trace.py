@@ -19,12 +19,12 @@ import yaml
 
 from doubles import fakenvml
 from doubles.crdschema import CrdSchemas
-from koordlet import wire
+from koordlet.base import wire
+from koordlet.base.quantity import parse_quantity
 from koordlet.cli import main as koordlet_main
-from koordlet.config import build
 from koordlet.host.cgroup import CgroupVersion, Driver
 from koordlet.host.nvml import Gpu, GpuInventory, NvLink
-from koordlet.quantity import parse_quantity
+from koordlet.ops.config import build
 from koordlet.reporters import device as agent_device
 from koordlet.states.node import NodeInfo
 from scheduler import trace

@@ -1,4 +1,4 @@
-"""The agent's HTTP server (koordlet/server.py) over real sockets.
+"""The agent's HTTP server (koordlet/ops/server.py) over real sockets.
 
 Each failure mode is one test here: a non-ASCII ``limit`` crashing /events, tracebacks for every client that
 hangs up early, slow partial requests pinning a thread each, a listen backlog of 5 stalling a burst of scrapes, and
@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.registry import Collector
 
 from doubles.httpload import burst
-from koordlet import server as server_mod
-from koordlet.server import HttpServer, is_loopback, parse_limit
+from koordlet.ops import server as server_mod
+from koordlet.ops.server import HttpServer, is_loopback, parse_limit
 from tests.waits import wait_for
 
 EVENTS = [{"seq": i, "path": f"/sys/fs/cgroup/kubepods/pod{i}/cpu.shares"} for i in range(2000)]
@@ -143,7 +143,7 @@ def test_parse_limit_bounds():
 # --- 2. clients that hang up early --------------------------------------------------------------------------------
 
 def test_clients_that_hang_up_early_are_quiet(capfd, caplog):
-    caplog.set_level(logging.DEBUG, logger="koordlet.server")
+    caplog.set_level(logging.DEBUG, logger="koordlet.ops.server")
     with serving(big_registry()) as (srv, _):
         port = srv.address[1]
         assert get(port, "/metrics")[0] == 200
@@ -168,7 +168,7 @@ def test_clients_that_hang_up_early_are_quiet(capfd, caplog):
         assert get(port, "/metrics")[0] == 200
         err = capfd.readouterr().err
         assert "Traceback" not in err and "Error" not in err, err
-        ours = [r for r in caplog.records if r.name == "koordlet.server"]
+        ours = [r for r in caplog.records if r.name == "koordlet.ops.server"]
         assert all(r.levelno <= logging.DEBUG for r in ours), [r.getMessage() for r in ours]
         assert len(ours) <= hangups, "at most one debug line per connection"
         assert all(r.exc_info is None for r in ours)
@@ -461,7 +461,7 @@ def test_a_failing_handler_is_a_500_and_one_log_line(caplog):
     registry.register(broken)
     with serving(registry) as (srv, _):
         port = srv.address[1]
-        caplog.set_level(logging.INFO, logger="koordlet.server")
+        caplog.set_level(logging.INFO, logger="koordlet.ops.server")
         caplog.clear()
         for _ in range(3):
             assert get(port, "/metrics") == (500, b"internal error\n")

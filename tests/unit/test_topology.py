@@ -32,7 +32,7 @@ from koordlet.host.topology import (
     read_cpu_manager_state,
     read_topology,
 )
-from koordlet.topology import (
+from koordlet.states.topology import (
     ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_CPU_TOPOLOGY,
     cpu_basic_info_annotation,

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from koordlet import compat
 from koordlet.agent import Agent
 from koordlet.cli import _argv, _config, _parser, main
-from koordlet.config import (
+from koordlet.host.cgroup import CgroupVersion, Driver
+from koordlet.ops import compat
+from koordlet.ops.config import (
     ALPHA_GATES,
     BETA_GATES,
     DEFAULT_GATES,
@@ -28,7 +29,6 @@ from koordlet.config import (
     parse_gates,
     resolve_gates,
 )
-from koordlet.host.cgroup import CgroupVersion, Driver
 from tests.fakehost import FakeHost
 
 REPO = Path(__file__).resolve().parents[2]
@@ -291,7 +291,7 @@ def test_manager_args_parse():
     assert config.log_level == "debug"
     inert = sorted(n.flag for n in notes if n.level == logging.WARNING)
     # AllAlpha turns on Libpfm4 (no separate effect here) and ResctrlCollector (needs -enable-resctrl-collector,
-    # which the manifest does not pass): one warning line each, koordlet/compat.py gate_notes
+    # which the manifest does not pass): one warning line each, koordlet/ops/compat.py gate_notes
     assert inert == ["Libpfm4", "ResctrlCollector", "runtime-hooks-addr", "runtime-hooks-host-endpoint",
                      "runtime-hooks-network"]
 

@@ -10,7 +10,7 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.procfs import CLK_TCK, read_cpu_stat
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import Sample
-from koordlet.metrics import AgentMetrics
+from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import meta_for
 from koordlet.states.pod import pod_from_k8s
 from tests.builders import pod_object
@@ -373,8 +373,8 @@ def test_no_numa_nodes_means_pod_numa_stat_is_never_read(setup, caplog):
 def test_numa_system_usage_reaches_the_node_metric(numa_pods):
     from fractions import Fraction
 
+    from koordlet.base.quantity import parse_quantity
     from koordlet.metriccache import MetricCache
-    from koordlet.quantity import parse_quantity
     from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
     host, cg, coll = numa_pods
     first, s = two_cycles(host, cg, coll, {0: 1.0, 1: 0.0, 2: 1.5, 3: 0.5})

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from doubles import fakenvml
 from doubles.crdschema import CrdSchemas
-from koordlet.decode import DecodeError
 from koordlet.host.nvml import Nvml
 from koordlet.host.paths import HostPaths
 from koordlet.host.xpu import MAX_FILE_BYTES, read_device_info_files
@@ -27,6 +26,7 @@ from koordlet.reporters.xpu import (
     xpu_labels,
     xpu_partitions,
 )
+from koordlet.states.decode import DecodeError
 from koordlet.states.node import NodeInfo
 from tests.budget import within_budget
 

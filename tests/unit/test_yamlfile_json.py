@@ -1,4 +1,4 @@
-"""koordlet.yamlfile reads a JSON file with the json module (a 200-pod pods file: milliseconds instead of a second
+"""koordlet.base.yamlfile reads a JSON file with the json module (a 200-pod pods file: milliseconds instead of a second
 of the pure-Python YAML parser, found by the soak): the same document PyYAML gives, and everything the json
 module would read differently, or that is too deep, still goes the YAML way."""
 
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from koordlet import yamlfile
-from koordlet.yamlfile import load_yaml
+from koordlet.base import yamlfile
+from koordlet.base.yamlfile import load_yaml
 
 
 def both(tmp_path, text: str):

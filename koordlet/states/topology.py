@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from koordlet.host.cgroup import format_cpu_list
 from koordlet.host.topology import Topology
 
 if TYPE_CHECKING:
@@ -20,23 +21,9 @@ if TYPE_CHECKING:
     from koordlet.host.rdma import RdmaDevice
 
 # Annotation keys on the NodeResourceTopology object (upstream apis/extension/numa_aware.go, cpu_normalization.go).
-from koordlet.wire import ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY
+from koordlet.base.wire import ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY
 
 OUTPUTS = ("table", "json", "yaml")
-
-
-def format_cpu_list(cpus: Sequence[int]) -> str:
-    """Sorted CPU ids to the kernel's list format ("0-3,8,10-11"); "" for none."""
-    ids = sorted(set(cpus))
-    parts: list[str] = []
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def go_json(value: Any) -> str:

@@ -11,7 +11,7 @@ clients do:
   heads; a client that dribbles a partial request costs a socket and a small buffer, not a thread. The handlers
   (the exposition and the agent's callables) run on a small fixed pool of worker threads.
 - **Scrapes share work.** Concurrent requests for one metrics page share one generation
-  (``koordlet.metrics.exposition``: upstream's families written as upstream's Go client writes them): a request
+  (``koordlet.ops.metrics.exposition``: upstream's families written as upstream's Go client writes them): a request
   joins the next generation that starts after it arrived (never an older one), so a burst of N scrapes costs about
   two generations of CPU instead of N (the agent's CPU limit is half a core).
 - **Deadlines.** A request line and its headers must arrive within ``idle_timeout`` (10 s) of the connection
@@ -29,7 +29,7 @@ clients do:
   others get 403 unless ``events_remote`` (the agent sets it from upstream's ``AuditEventsHTTPHandler`` gate, the
   opt-in for serving audit events over HTTP). The metrics pages, /healthz and /readyz are served to everyone, as
   upstream. With that gate the agent hands in ``events_upstream`` instead: upstream's /events protocol
-  (``?size=&pageToken=``, JSON lines or ``Accept: application/json``; :class:`koordlet.audit.EventPager`), for
+  (``?size=&pageToken=``, JSON lines or ``Accept: application/json``; :class:`koordlet.ops.audit.EventPager`), for
   every client.
 """
 
@@ -55,8 +55,8 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as METRICS_TYPE  # what exposition() writes
 from prometheus_client.registry import Collector
 
-from koordlet.logutil import LogOnce
-from koordlet.metrics import DEFAULT_PATH, exposition
+from koordlet.base.logutil import LogOnce
+from koordlet.ops.metrics import DEFAULT_PATH, exposition
 
 log = logging.getLogger(__name__)
 

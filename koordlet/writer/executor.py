@@ -25,7 +25,7 @@ in which order:
   kernel lacks); EINVAL/EBUSY/EPERM... are counted per resource in Prometheus, logged once per file and error,
   and not cached, so the next cycle retries.
 - **Audit.** Every real write is one log line and one event in a ring buffer served at ``/events``; with the
-  ``AuditEvents`` gate it is also an event of upstream's audit log (:mod:`koordlet.audit`, verbosity 3, the message
+  ``AuditEvents`` gate it is also an event of upstream's audit log (:mod:`koordlet.ops.audit`, verbosity 3, the message
   upstream's ``update <path> to <value>``).
 - **Timing.** Every write the kernel was asked for is timed into upstream's
   ``koordlet_resource_update_duration_milliseconds`` (type ``cgroup`` for files under the cgroup root, ``default``
@@ -48,13 +48,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from koordlet.audit import AuditLog, event_of_owner
+from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Cgroups, CgroupVersion, CgroupWrite, KubeQOS, Layout, parse_cpu_list
 from koordlet.host.fs import vanished
-from koordlet.logutil import LogOnce
+from koordlet.ops.audit import AuditLog, event_of_owner
 
 if TYPE_CHECKING:
-    from koordlet.metrics import AgentMetrics
+    from koordlet.ops.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def _same(resource: str, current: str, wanted: str) -> bool:
 def _merged(merge: Merge, current: str, wanted: str) -> str:
     """The loosest of current and wanted (what a parent must allow while children still hold the old value)."""
     if merge is Merge.UNION:
-        from koordlet.topology import format_cpu_list
+        from koordlet.host.cgroup import format_cpu_list
         return format_cpu_list(sorted(set(parse_cpu_list(current)) | set(parse_cpu_list(wanted))))
     cur, new = _number(current), _number(wanted)
     if cur is None or new is None:

@@ -20,7 +20,7 @@ Bounds, checked before ``json.loads`` runs:
 - **numbers**: ``NaN``/``Infinity`` are refused (Go's encoding/json refuses them); integers longer than 4300
   digits are refused by Python itself (and come out here as a DecodeError).
 
-This module sits at the base layer: it imports only the standard library, :mod:`koordlet.quantity` and
+This module sits at the base layer: it imports only the standard library, :mod:`koordlet.base.quantity` and
 :mod:`koordlet.host.cgroup`.
 """
 
@@ -34,8 +34,8 @@ from fractions import Fraction
 from itertools import accumulate
 from typing import Any, TypeVar
 
+from koordlet.base.quantity import parse_quantity
 from koordlet.host.cgroup import parse_cpu_list
-from koordlet.quantity import parse_quantity
 
 MAX_BYTES = 64 * 1024
 MAX_DEPTH = 32

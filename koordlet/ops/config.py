@@ -5,7 +5,7 @@ Every option has exactly one name, spelled like the upstream koordlet flag where
 as a command-line flag (``--name`` or the Go-style ``-name``) and, upper-cased with ``_`` and a
 ``KOORDLET_`` prefix, as an environment variable. Two upstream environment variables are honoured too:
 ``NODE_NAME`` and ``agent_mode=hostMode``. Upstream's flags that are not options here (klog's ``-v``, the
-runtime-proxy and Prometheus-TSDB flags, ...) are accepted on the command line too: :mod:`koordlet.compat`
+runtime-proxy and Prometheus-TSDB flags, ...) are accepted on the command line too: :mod:`koordlet.ops.compat`
 has the table of every upstream flag and what each does here, so an upstream DaemonSet's args work unchanged.
 
 Bad input is refused at start-up with a :class:`ConfigError` that names the key and the problem; the CLI
@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordlet.yamlfile import load_yaml
+from koordlet.base.yamlfile import load_yaml
 
 ENV_PREFIX = "KOORDLET_"
 
@@ -174,7 +174,7 @@ def choice(*allowed: str) -> Callable[[Any], str]:
 def parse_addr(raw: Any) -> tuple[str, int]:
     """``host:port``, ``[ipv6]:port`` or ``:port``, read as Go's ``net.SplitHostPort`` reads upstream's ``-addr``:
     an IPv6 literal needs its brackets (``[::1]:9316``; ``::1:9316`` is ambiguous and refused, as Go refuses it).
-    ``:port`` and ``[::]:port`` listen on every interface, IPv4 and IPv6 (koordlet.server)."""
+    ``:port`` and ``[::]:port`` listen on every interface, IPv4 and IPv6 (koordlet.ops.server)."""
     text = parse_str(raw).strip()
     if text.startswith("["):
         host, close, port = text[1:].partition("]")
