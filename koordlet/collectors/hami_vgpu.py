@@ -24,12 +24,11 @@ A region that is not there yet (the container has not run CUDA) is silent; one t
 from __future__ import annotations
 
 import logging
-import os
 
 from hami_bridge.inject import HostLayout
 from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin, Tick, collecting
-from koordlet.host.hamicore import read_shared_region
+from koordlet.host.hamicore import list_regions, read_shared_region
 from koordlet.metriccache import Sample
 from koordlet.ops.metrics import AgentMetrics
 
@@ -45,32 +44,12 @@ class HamiVGPUCollector:
         self._bad = LogOnce(log, logging.WARNING)
         self._series: set[tuple[str, ...]] = set()
 
-    def regions(self) -> list[tuple[str, str, str]]:
-        """(pod uid, container name, cache file) of every per-container directory holding one region."""
-        try:
-            with os.scandir(self._root) as it:
-                dirs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
-        except OSError:
-            return []
-        out = []
-        for name in dirs:
-            uid, sep, container = name.partition("_")
-            if not sep or not uid or not container:
-                continue
-            try:
-                caches = sorted(f for f in os.listdir(os.path.join(self._root, name)) if f.endswith(".cache"))
-            except OSError:
-                continue
-            if caches:
-                out.append((uid, container, os.path.join(self._root, name, caches[0])))
-        return out
-
     def collect(self, tick: Tick) -> list[Sample]:
         pods = {m.pod.uid: m.pod for m in tick.pods}
         m = self._metrics
         seen: set[tuple[str, ...]] = set()
         problems: list[str] = []
-        for uid, container, path in self.regions():
+        for uid, container, path in list_regions(self._root):
             pod = pods.get(uid)
             if pod is None:
                 continue                         # HAMi's monitor also reports only the pods it knows

@@ -88,6 +88,28 @@ def _slot(fd: int, index: int) -> bytes:
     return data
 
 
+def list_regions(cache_root: str) -> list[tuple[str, str, str]]:
+    """(pod uid, container name, cache file) of every ``<uid>_<container>`` directory under HAMi-core's cache root
+    holding a region (its first ``*.cache`` file); [] when the root is unreadable."""
+    try:
+        with os.scandir(cache_root) as it:
+            dirs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    out = []
+    for name in dirs:
+        uid, sep, container = name.partition("_")
+        if not sep or not uid or not container:
+            continue
+        try:
+            caches = sorted(f for f in os.listdir(os.path.join(cache_root, name)) if f.endswith(".cache"))
+        except OSError:
+            continue
+        if caches:
+            out.append((uid, container, os.path.join(cache_root, name, caches[0])))
+    return out
+
+
 def read_shared_region(path: str) -> SharedRegion:
     """The region in ``path``. ValueError when it is not one (magic), of a version or size this reader does not
     know (HAMi's v0 files: smaller), or cut short; OSError when unreadable."""

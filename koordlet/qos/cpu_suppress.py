@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -499,7 +498,7 @@ class CPUSuppress:
         filesystem, so sandbox dirs and pods the informer does not know yet are included)."""
         cgroups = executor.cgroups
         root = cgroups.layout.qos_dir(KubeQOS.BESTEFFORT)
-        if not os.path.isdir(cgroups.path("cpuset", root)):
+        if not cgroups.has_dir("cpuset", root):
             self._bad("be-dir", "cpu suppress: BestEffort cpuset dir %s does not exist", cgroups.path("cpuset", root))
             return None
         self._bad.forget("be-dir")
