@@ -119,9 +119,20 @@ def per_text(maxsize: int = 1024) -> Callable[[Callable[[str], T]], Callable[[st
     return wrap
 
 
+#: (program, annotation key) -> its decoder's qualified name: one decoder per annotation in each program, the agent
+#: or the companion scheduler (``scheduler``, which reads more of some annotations than the agent needs)
+DECODERS: dict[tuple[str, str], str] = {}
+
+
 def decoder(key: str) -> Callable[[F], F]:
-    """Wrap an annotation parser so that it raises DecodeError about ``key`` and nothing else."""
+    """Wrap an annotation parser so that it raises DecodeError about ``key`` and nothing else. Each annotation has
+    one decoder in a program: a second function declared for the same key is refused at import (ValueError), so two
+    readers of one annotation cannot come to read it two ways."""
     def wrap(fn: F) -> F:
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        program = "scheduler" if fn.__module__.startswith("scheduler.") else "agent"
+        if DECODERS.setdefault((program, key), name) != name:
+            raise ValueError(f"{key}: decoded by {DECODERS[program, key]} already; {name} must use it")
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
             try:

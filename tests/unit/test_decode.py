@@ -532,3 +532,18 @@ def test_node_pools_ignore_only_the_bad_pin(hostile):
     pools = cpu_pools(topo, pods, node, None)
     assert pools.ls == {0: (4, 5), 1: (2, 3, 6, 7)}
     assert pools.reserved_cpus == () and pools.system_cpus == ()
+
+
+def test_each_annotation_has_one_decoder():
+    """Every decoder of the agent registered (each module imported), one per annotation key; a second one for a
+    key already taken is refused."""
+    import koordlet.qos  # noqa: F401  (every strategy's decoders)
+    import nri_plugin.features  # noqa: F401
+    from koordlet.states import decode as states_decode
+    assert states_decode.DECODERS["agent", STATUS] == "koordlet.states.pod.resource_status"
+    assert sum(program == "agent" for program, _ in states_decode.DECODERS) >= 14
+    with pytest.raises(ValueError, match="decoded by koordlet.states.pod.resource_status already"):
+        @states_decode.decoder(STATUS)
+        def resource_status_again(raw: str) -> None:
+            return None
+    assert states_decode.DECODERS["agent", STATUS] == "koordlet.states.pod.resource_status"
