@@ -33,7 +33,7 @@ from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.pod import extended_resource_spec
 from nri_plugin.hooks import HookFeatures, Hooks
 from tests.budget import within_budget
-from tests.builders import agent_pod, node_view
+from tests.builders import agent_pod, node_view, pod_meta
 from tests.unit.test_nri_hooks import POOLS, be_spec, container, hooks, sandbox
 from tests.unit.test_nri_hooks import resources as adjusted
 from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
@@ -497,10 +497,11 @@ def test_valid_annotations_decode_as_before():
                          ids=["deep", "scalar-field", "oversize", "huge-exponent"])
 def test_podresources_merge_lists_the_bad_pod_without_devices_and_the_others_with(hostile):
     from koordlet.podresources.merge import merge
-    from tests.unit.test_podresources_merge import RDMA_PF, VF_A, rdma
-    from tests.unit.test_podresources_merge import pod as spec_pod
-    good = spec_pod("good", [("app", {wire.RESOURCE_RDMA: "1"})], {"rdma": [rdma(RDMA_PF, VF_A)]})
-    bad = spec_pod("bad", [("app", {wire.RESOURCE_RDMA: "1"})], hostile, uid="99999999-2222-3333-4444-555555555555")
+    from tests.unit.test_podresources_merge import RDMA_PF, UID, VF_A, allocated, limited, rdma
+    nic = [limited("app", {wire.RESOURCE_RDMA: "1"})]
+    good = agent_pod(UID, "good", qos=None, spec_containers=nic, annotations=allocated({"rdma": [rdma(RDMA_PF, VF_A)]}))
+    bad = agent_pod("99999999-2222-3333-4444-555555555555", "bad", qos=None, spec_containers=nic,
+                    annotations=allocated(hostile))
     merged = merge([], [bad, good])
     listed = {p.name: [(d.resource_name, list(d.device_ids)) for c in p.containers for d in c.devices]
               for p in merged.response.pod_resources}
@@ -523,11 +524,11 @@ def test_node_pools_ignore_only_the_bad_pin(hostile):
     """The pools every strategy and the NRT report use: a bad pod's pin is ignored, the other pins are taken out
     (a RecursionError here used to skip every QoS cycle)."""
     from koordlet.states.pools import cpu_pools
-    from tests.unit.test_nrt import meta, two_socket_topology
+    from tests.unit.test_nrt import two_socket_topology
     topo = two_socket_topology()
-    pods = [meta("aaaaaaaa-0000-0000-0000-000000000001", "bad", annotations={STATUS: hostile}),
-            meta("aaaaaaaa-0000-0000-0000-000000000002", "pinned", labels={wire.LABEL_QOS_CLASS: "LSR"},
-                 annotations={STATUS: '{"cpuset": "0-1"}'})]
+    pods = [pod_meta("aaaaaaaa-0000-0000-0000-000000000001", "bad", annotations={STATUS: hostile}),
+            pod_meta("aaaaaaaa-0000-0000-0000-000000000002", "pinned", qos_class="LSR",
+                     annotations={STATUS: '{"cpuset": "0-1"}'})]
     node = NodeInfo("n", annotations={wire.ANNOTATION_NODE_RESERVATION: hostile,
                                       wire.ANNOTATION_SYSTEM_QOS_RESOURCE: hostile})
     pools = cpu_pools(topo, pods, node, None)
