@@ -9,6 +9,7 @@ roots, with any of them replaced (a test cgroup tree, a missing directory).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,10 +48,12 @@ def pod_object(uid: str | None, name: str, *, namespace: str = "default", qos: s
     ``qos`` is the Kubernetes QoS class (``status.qosClass``), ``qos_class`` Koordinator's (the
     ``koordinator.sh/qosClass`` label, after ``labels``). ``containers`` maps container name to runtime id
     (``<runtime>://<id>`` in ``containerStatuses``; an id that already has a scheme is kept as it is);
-    ``resources`` maps a container name to its ``resources``; ``spec_containers`` replaces ``spec.containers``
+    ``resources`` maps a container name to its ``resources`` (a name not in ``containers``: a container in the
+    spec only, not started); ``spec_containers`` replaces ``spec.containers``
     wholesale (extra fields, containers without a status). ``created`` is ``metadata.creationTimestamp``.
     ``None`` leaves a field out (``uid``, ``qos``, ``phase``, ``annotations``, ...), as a sparse object from a
-    peer would; ``status_key=False`` leaves out ``status`` itself (a pod as created, before any status).
+    peer would; ``status_key=False`` leaves out ``status`` itself (a pod as created, before any status). The object
+    shares no dict or list with the arguments: a test or a double may change it without changing the next one.
     """
     assert runtime in SCOPE_PREFIX, runtime
     containers = containers or {}
@@ -71,12 +74,14 @@ def pod_object(uid: str | None, name: str, *, namespace: str = "default", qos: s
     if node is not None:
         spec["nodeName"] = node
     if spec_containers is not None:
-        spec["containers"] = spec_containers
+        spec["containers"] = copy.deepcopy(spec_containers)
     else:
-        spec["containers"] = [{"name": n, **({"resources": resources[n]} if resources and n in resources else {})}
-                              for n in containers]
+        names = [*containers, *(n for n in resources or {} if n not in containers)]
+        spec["containers"] = [{"name": n, **({"resources": copy.deepcopy(resources[n])}
+                                             if resources and n in resources else {})}
+                              for n in names]
     if init_containers is not None:
-        spec["initContainers"] = init_containers
+        spec["initContainers"] = copy.deepcopy(init_containers)
     if host_network is not None:
         spec["hostNetwork"] = host_network
     if priority is not None:
