@@ -2,8 +2,9 @@
 os.cpu_count() and /proc/cpuinfo, a fake tree for offline/sparse CPUs and kubelet's cpu_manager_state.
 
 The dumps and hwloc's expected topologies (``.xml`` hwloc XML, ``.console`` lstopo text) are in
-``tests/fixtures/sysfs-hwloc`` (from the hwloc project, its licence in COPYING there); where ``lscpu`` is installed it is run on the same trees (``--sysroot``) as a
-second, independent oracle for the lscpu-style SOCKET/CORE/cache numbering the annotations carry.
+``tests/fixtures/sysfs-hwloc`` (from the hwloc project, its licence in COPYING there); where ``lscpu`` is installed
+it is run on the same trees (``--sysroot``) as a second, independent oracle for the lscpu-style SOCKET/CORE/cache
+numbering the annotations carry.
 """
 
 from __future__ import annotations
