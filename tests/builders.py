@@ -41,20 +41,22 @@ def pod_object(uid: str | None, name: str, *, namespace: str = "default", qos: s
                created: str | None = None, resources: dict[str, dict] | None = None,
                spec_containers: list[dict] | None = None, init_containers: list[dict] | None = None,
                node: str | None = None, pod_ip: str | None = None, host_network: bool | None = None,
-               deleting: str | None = None, statuses: bool = True, container_status: dict | None = None,
-               api_version: bool = True, labels_key: bool = True, status_key: bool = True) -> dict:
+               deleting: str | None = None, owners: list[dict] | None = None, conditions: list[dict] | None = None,
+               statuses: bool = True, container_status: dict | None = None, api_version: bool = True,
+               labels_key: bool = True, status_key: bool = True) -> dict:
     """A Pod in Kubernetes JSON.
 
     ``qos`` is the Kubernetes QoS class (``status.qosClass``), ``qos_class`` Koordinator's (the
     ``koordinator.sh/qosClass`` label, after ``labels``). ``containers`` maps container name to runtime id
     (``<runtime>://<id>`` in ``containerStatuses``; an id that already has a scheme is kept as it is);
-    ``resources`` maps a container name to its ``resources`` (a name not in ``containers``: a container in the
-    spec only, not started); ``spec_containers`` replaces ``spec.containers``
-    wholesale (extra fields, containers without a status); ``container_status`` adds its fields (``ready``,
-    ``restartCount``, ...) to every container's status. ``created`` is ``metadata.creationTimestamp``.
-    ``None`` leaves a field out (``uid``, ``qos``, ``phase``, ``annotations``, ...), as a sparse object from a
-    peer would; ``status_key=False`` leaves out ``status`` itself (a pod as created, before any status). The object
-    shares no dict or list with the arguments: a test or a double may change it without changing the next one.
+    ``resources`` maps a container name to its ``resources`` (a name not in ``containers``: a container in the spec
+    only, not started); ``spec_containers`` replaces ``spec.containers`` wholesale (extra fields, containers without
+    a status); ``container_status`` adds its fields (``ready``, ``restartCount``, ...) to every container's status.
+    ``created`` is ``metadata.creationTimestamp``, ``owners`` ``metadata.ownerReferences``, ``conditions``
+    ``status.conditions``. ``None`` leaves a field out (``uid``, ``qos``, ``phase``, ``annotations``, ...), as a
+    sparse object from a peer would; ``status_key=False`` leaves out ``status`` itself (a pod as created, before any
+    status). The object shares no dict or list with the arguments: a test or a double may change it without changing
+    the next one.
     """
     assert runtime in SCOPE_PREFIX, runtime
     containers = containers or {}
@@ -71,6 +73,8 @@ def pod_object(uid: str | None, name: str, *, namespace: str = "default", qos: s
         metadata["creationTimestamp"] = created
     if deleting is not None:
         metadata["deletionTimestamp"] = deleting
+    if owners is not None:
+        metadata["ownerReferences"] = copy.deepcopy(owners)
     spec: dict[str, Any] = {}
     if node is not None:
         spec["nodeName"] = node
@@ -94,6 +98,8 @@ def pod_object(uid: str | None, name: str, *, namespace: str = "default", qos: s
         status["qosClass"] = qos
     if pod_ip is not None:
         status["podIP"] = pod_ip
+    if conditions is not None:
+        status["conditions"] = copy.deepcopy(conditions)
     if statuses and containers:
         status["containerStatuses"] = [{"name": n, "containerID": cid if "://" in cid else f"{runtime}://{cid}",
                                         **copy.deepcopy(container_status or {})}
