@@ -24,8 +24,6 @@ from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, pod_from_k8s
 
-_OMIT: Any = object()
-
 
 def host_paths(cgroup_root: str = "/sys/fs/cgroup", *, sys_root: str = "/sys", sys_fs_root: str = "/sys/fs",
                proc_root: str = "/proc", var_run_root: str = "/var/run", run_root: str = "/run",
