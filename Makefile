@@ -82,8 +82,10 @@ lint: venv
 bench: venv
 	$(BIN)/python bench/run.py $(BENCH)
 
-# The property tests' long runs: 10,000 examples per parser (annotations, NodeSLO, pods file, ttRPC/mux framing).
-# CI runs it after `make test`; `make test` runs the same properties with a few dozen examples each.
+# The tests marked slow: the property tests' long runs, 10,000 examples per parser (annotations, NodeSLO, pods file,
+# ttRPC/mux framing), and the soak-scale unit tests (the metric cache under 12 h of load and 15 minutes of pod churn,
+# the executor's cache through 2,000 pods). CI runs it after `make test`; `make test` runs the same properties with a
+# few dozen examples each.
 fuzz: venv
 	$(BIN)/python -m pytest -q -n auto -m slow tests
 

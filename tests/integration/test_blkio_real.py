@@ -22,13 +22,10 @@ import pytest
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.qos.blkio import BlkIO
-from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
+from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.writer.executor import Executor
-from tests.builders import host_paths, pod_object
+from tests.builders import host_paths, node_view, pod_meta
 from tests.realcgroup import CGROUP_FS
 
 pytestmark = pytest.mark.root
@@ -167,22 +164,22 @@ def kernel(tree: BlkioTree, rel: str, file: str) -> set[str]:
         return set(f.read().split("\n")) - {""}
 
 
-def view(meta, be_blocks: list | None) -> NodeView:
-    qos = {"beClass": {"blkioQOS": {"enable": be_blocks is not None, "blocks": be_blocks or []}}}
+def be_blkio(blocks: list | None) -> NodeSLOSpec:
+    """A NodeSLO with the BE class's blkio QoS on these blocks, or off (None)."""
+    qos = {"beClass": {"blkioQOS": {"enable": blocks is not None, "blocks": blocks or []}}}
     slo, errors = merge_node_slo_spec({"resourceQOSStrategy": qos})
     assert errors == []
-    return NodeView(pods=(meta,), slo=slo, host_apps=(), topology=None, node=NodeInfo("n1"))  # type: ignore
+    return slo
 
 
 def test_be_write_bps_limit_throttles_a_real_writer(real_tree, loops, blkio_tree):
     (dev_a, num_a), (dev_b, num_b) = loops
-    pod = pod_from_k8s(pod_object(UID, "batch", namespace="ns", labels={"koordinator.sh/qosClass": "BE"},
-                                  qos="BestEffort", containers={"main": CID}))
     cg = Cgroups(real_tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
-    meta = meta_for(pod, cg.layout)
+    meta = pod_meta(UID, "batch", namespace="ns", qos_class="BE", qos="BestEffort", containers={"main": CID},
+                    layout=cg.layout)
     ctr = meta.containers[0][1]
     blkio_tree.mkdir(ctr)
-    be_dir = cg.layout.qos_dir(pod.kube_qos)
+    be_dir = cg.layout.qos_dir(meta.pod.kube_qos)
     paths = host_paths(real_tree.link_root)
     strategy, executor = BlkIO(paths), Executor(cg)
 
@@ -194,7 +191,7 @@ def test_be_write_bps_limit_throttles_a_real_writer(real_tree, loops, blkio_tree
 
     both = [{"name": dev_a, "type": "device", "ioCfg": {"writeBPS": LIMIT}},
             {"name": dev_b, "type": "device", "ioCfg": {"readBPS": 2**20, "writeIOPS": 50}}]
-    strategy.reconcile(view(meta, both), executor)
+    strategy.reconcile(node_view(pods=(meta,), slo=be_blkio(both), node=NodeInfo("n1")), executor)
     for rel in (be_dir, ctr):                # both devices, one line each, in the real per-device files
         assert kernel(blkio_tree, rel, "blkio.throttle.write_bps_device") == {f"{num_a} {LIMIT}"}
         assert kernel(blkio_tree, rel, "blkio.throttle.read_bps_device") == {f"{num_b} {2**20}"}
@@ -205,16 +202,18 @@ def test_be_write_bps_limit_throttles_a_real_writer(real_tree, loops, blkio_tree
         f"baseline {baseline / 2**20:.0f} MiB/s")
 
     n = len(executor.events())
-    strategy.reconcile(view(meta, both), executor)
+    strategy.reconcile(node_view(pods=(meta,), slo=be_blkio(both), node=NodeInfo("n1")), executor)
     assert executor.events()[n:] == []       # converged: a second cycle writes nothing
 
-    strategy.reconcile(view(meta, both[:1]), executor)      # device b no longer configured: reset, a stays
+    # device b no longer configured: reset, a stays
+    strategy.reconcile(node_view(pods=(meta,), slo=be_blkio(both[:1]), node=NodeInfo("n1")), executor)
     for rel in (be_dir, ctr):
         assert kernel(blkio_tree, rel, "blkio.throttle.write_bps_device") == {f"{num_a} {LIMIT}"}
         assert kernel(blkio_tree, rel, "blkio.throttle.read_bps_device") == set()
         assert kernel(blkio_tree, rel, "blkio.throttle.write_iops_device") == set()
 
-    strategy.reconcile(view(meta, None), executor)          # disabled: every limit gone, full speed again
+    # disabled: every limit gone, full speed again
+    strategy.reconcile(node_view(pods=(meta,), slo=be_blkio(None), node=NodeInfo("n1")), executor)
     for rel in (be_dir, ctr):
         assert kernel(blkio_tree, rel, "blkio.throttle.write_bps_device") == set()
     recovered = rate(writer.pid, 1.0)

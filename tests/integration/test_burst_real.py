@@ -17,13 +17,10 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.qos.cpu_burst import CPUBurst
-from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import host_paths, pod_object
+from tests.builders import host_paths, node_view, pod_meta
 from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds
 
 pytestmark = pytest.mark.root
@@ -43,9 +40,8 @@ class Real:
     def __init__(self, tree):
         self.tree = tree
         self.cg = Cgroups(tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
-        obj = pod_object(UID, "spinner", qos="Burstable", containers={"app": CID})
-        obj["spec"]["containers"] = [{"name": "app", "resources": {"limits": {"cpu": "200m"}}}]
-        self.meta = meta_for(pod_from_k8s(obj), self.cg.layout)
+        self.meta = pod_meta(UID, "spinner", qos="Burstable", containers={"app": CID},
+                             resources={"app": {"limits": {"cpu": "200m"}}}, layout=self.cg.layout)
         self.pod_rel = self.meta.cgroup_dir
         self.ctr_rel = self.meta.containers[0][1]
         tree.mkdir(self.ctr_rel)
@@ -82,8 +78,8 @@ class Real:
     def cycle(self, strategy, spec):
         now = time.time()
         self.cache.append([Sample("node_cpu_usage", (), now - 0.1, 0.05)])     # an idle share pool
-        strategy.reconcile(NodeView(pods=(self.meta,), slo=spec, host_apps=(), topology=self.topology,
-                                    node=NodeInfo("n1"), now=now), self.executor)
+        strategy.reconcile(node_view(pods=(self.meta,), slo=spec, topology=self.topology, node=NodeInfo("n1"), now=now),
+                           self.executor)
 
 
 @pytest.fixture

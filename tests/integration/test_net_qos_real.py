@@ -30,13 +30,9 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC, TC_H_ROOT, supported
 from koordlet.host.paths import HostPaths
 from koordlet.qos import net_qos as nq
-from koordlet.states.informer import meta_for
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
+from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
 from koordlet.writer.executor import Executor
-from tests.builders import host_paths, pod_object
+from tests.builders import host_paths, node_view, pod_meta
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.root
@@ -119,7 +115,8 @@ def send(cli: str, ips: tuple[str, ...], seconds: int = 2) -> dict[str, float]:
     return rates
 
 
-def view(policy: str | None = None) -> NodeView:
+def net_slo(policy: str | None = None) -> NodeSLOSpec:
+    """200M of node bandwidth, LS asking 100M, BE 2M up to 20M; ``policy``: the netQOSPolicy, if any."""
     qos: dict = {"lsClass": {"networkQOS": {"enable": True, "egressRequest": "100M"}},
                  "beClass": {"networkQOS": {"enable": True, "egressRequest": "2M", "egressLimit": "20M"}}}
     if policy is not None:
@@ -127,13 +124,15 @@ def view(policy: str | None = None) -> NodeView:
     slo, errors = merge_node_slo_spec({"systemStrategy": {"totalNetworkBandwidth": "200M"},
                                        "resourceQOSStrategy": qos})
     assert errors == []
-    layout = Cgroups("/nonexistent", CgroupVersion.V1, Driver.CGROUPFS).layout
-    metas = tuple(meta_for(pod_from_k8s(pod_object(
-        uid, f"p-{label.lower()}-{ip[-1]}", namespace="ns", labels={"koordinator.sh/qosClass": label},
-        annotations=ann, spec_containers=[{"name": "c"}], qos="BestEffort" if label == "BE" else "Burstable",
-        pod_ip=ip, phase=None, statuses=False)), layout)
-        for uid, label, ip, ann, _ in PODS)
-    return NodeView(metas, slo, (), None, NodeInfo("n"))  # type: ignore[arg-type]
+    return slo
+
+
+# the pods of PODS as the API server lists them (one container, no status but the pod IP)
+METAS = tuple(pod_meta(uid, f"p-{label.lower()}-{ip[-1]}", namespace="ns", qos_class=label, annotations=ann,
+                       spec_containers=[{"name": "c"}], qos="BestEffort" if label == "BE" else "Burstable",
+                       pod_ip=ip, phase=None, statuses=False,
+                       layout=Cgroups("/nonexistent", CgroupVersion.V1, Driver.CGROUPFS).layout)
+              for uid, label, ip, ann, _ in PODS)
 
 
 def test_htb_shapes_pod_egress_and_reconciles_without_writes(netpair, tmp_path):
@@ -143,7 +142,7 @@ def test_htb_shapes_pod_egress_and_reconciles_without_writes(netpair, tmp_path):
     paths = HostPaths.under(str(tmp_path))
     strategy = nq.NetQOS(paths, None, cli, terway=False, refresh=0)   # refresh 0: read the kernel every cycle
     try:
-        strategy.reconcile(view(), ex)
+        strategy.reconcile(node_view(pods=METAS, slo=net_slo()), ex)
         state = strategy.tc.read(strategy.tc.default_link())          # type: ignore[arg-type]
         assert state.link.name == "kq0"
         assert state.root is not None and (state.root.kind, state.root.handle, state.root.default_class) == (
@@ -157,11 +156,11 @@ def test_htb_shapes_pod_egress_and_reconciles_without_writes(netpair, tmp_path):
         assert srcs == {"10.203.0.2": nq.LS_CLASS, "10.203.0.3": nq.BE_CLASS, "10.203.0.4": next(iter(limited))}
 
         writes = strategy.tc.writes
-        strategy.reconcile(view(), ex)
+        strategy.reconcile(node_view(pods=METAS, slo=net_slo()), ex)
         assert strategy.tc.writes == writes, "a converged host must cost no netlink writes"
         restarted = nq.NetQOS(paths, None, cli, terway=False, refresh=0)
         try:
-            restarted.reconcile(view(), ex)
+            restarted.reconcile(node_view(pods=METAS, slo=net_slo()), ex)
             assert restarted.tc.writes == 0, "a restart over a converged host must change nothing"
         finally:
             restarted.tc.close()
@@ -180,11 +179,11 @@ def test_htb_shapes_pod_egress_and_reconciles_without_writes(netpair, tmp_path):
         assert 100 * MBIT * 0.65 <= ls <= 200 * MBIT * 1.35 and ls > 3 * be, f"LS keeps its share, got {ls:.0f}"
         assert be >= 2 * MBIT * 0.65, f"BE keeps its 2 Mbit/s request, measured {be:.0f}"
 
-        strategy.reconcile(view(policy="terway-qos"), ex)              # not tc any more: our qdisc goes
+        strategy.reconcile(node_view(pods=METAS, slo=net_slo("terway-qos")), ex)   # not tc any more: our qdisc goes
         root = strategy.tc.root_qdisc(state.link)
         assert root is None or root.kind != "htb"
         writes = strategy.tc.writes
-        strategy.reconcile(view(policy="terway-qos"), ex)
+        strategy.reconcile(node_view(pods=METAS, slo=net_slo("terway-qos")), ex)
         assert strategy.tc.writes == writes
     finally:
         strategy.tc.close()
@@ -212,7 +211,7 @@ def test_net_cls_classids_and_the_cgroup_classifier(netpair, tmp_path, caplog):
     tree converges without it, a kernel with it gets exactly one cgroup filter at pref 1."""
     cli, _, _ = netpair
     cg = Cgroups(str(tmp_path / "cgroup"), CgroupVersion.V1, Driver.CGROUPFS)
-    v = view()
+    v = node_view(pods=METAS, slo=net_slo())
     os.makedirs(cg.path("net_cls", ""))
     open(cg.path("net_cls", "", "net_cls.classid"), "w").close()
     for meta in v.pods:

@@ -19,8 +19,9 @@ from koordlet._proto.nri import api_pb2 as api
 from koordlet.ops.metrics import AgentMetrics
 from nri_plugin.hooks import Hooks
 from nri_plugin.plugin import EVENTS, NRIPlugin, PluginSettings
+from tests.builders import node_view
 from tests.hookfeatures import hook_features
-from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox, view
+from tests.unit.test_nri_hooks import POOLS, STATUS, be_spec, container, sandbox
 from tests.unit.test_qos_strategies import fake_host
 from tests.waits import wait_for
 
@@ -39,7 +40,7 @@ class Harness:
         self.runtimes: list[FakeRuntime] = []
         self.plugins: list[NRIPlugin] = []
         _, self.cgroups, _ = fake_host(tmp_path, files=())
-        self.view = view()
+        self.view = node_view(ls_pools=POOLS)
 
     def runtime(self, **kw) -> FakeRuntime:
         rt = FakeRuntime(self.socket, **kw)

@@ -14,32 +14,21 @@ import pytest
 
 from koordlet._proto.nri import api_pb2 as api
 from koordlet.qos.pod_resources import PodResources
-from koordlet.states.informer import meta_for
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks
-from tests.builders import pod_object
+from tests.builders import node_view, pod_meta
 from tests.hookfeatures import hook_features
 from tests.integration.test_nri_plugin import Harness
 from tests.integration.test_qos_real import host, kernel
 from tests.realcgroup import IDLE, cpus_allowed
 from tests.unit.test_nri_hooks import STATUS, be_spec, container, sandbox
-from tests.unit.test_qos_rules import BATCH, slo
+from tests.unit.test_qos_rules import BATCH
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.root
 
 UID_BE, UID_LSR = "66666666-7777-8888-9999-000000000000", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 CID_BE, CID_LSR = "b" * 64, "c" * 64
-
-
-def kubelet_pod(uid: str, qos: str, kube: str, cid: str, resources: dict, annotations: dict):
-    """The same pod as the kubelet reports it once the container runs (spec resources, container id)."""
-    return pod_from_k8s(pod_object(uid, uid[:8], namespace="ns", labels={"koordinator.sh/qosClass": qos},
-                                   annotations=annotations, qos=kube, phase=None, containers={"app": cid},
-                                   resources={"app": resources}))
 
 
 def apply_like_runc(tree, rel: str, r: api.LinuxResources) -> None:
@@ -73,7 +62,7 @@ def test_created_container_cgroup_holds_what_the_hook_promised(real_tree, tmp_pa
     status = {STATUS: f'{{"cpuset": "{last_cpu}"}}'}
     executor = Executor(cg)
     pools = {0: tuple(range(os.cpu_count() or 1))}
-    empty_view = NodeView((), slo(), (), None, NodeInfo("n"), ls_pools=pools)  # type: ignore[arg-type]
+    empty_view = node_view(ls_pools=pools)
     current = {"view": empty_view}                 # the pods are new: the agent has not seen them yet
     harness = Harness(tmp_path)
     try:
@@ -108,11 +97,14 @@ def test_created_container_cgroup_holds_what_the_hook_promised(real_tree, tmp_pa
         assert wait_for(lambda: cpus_allowed(proc.pid) == last_cpu, 5.0)
 
         # later the kubelet reports both pods; the reconciler decides from the spec and finds nothing to do
-        metas = (meta_for(kubelet_pod(UID_BE, "BE", "BestEffort", CID_BE, BATCH, be_spec("app")),
-                          layout),
-                 meta_for(kubelet_pod(UID_LSR, "LSR", "Guaranteed", CID_LSR, {}, status), layout))
+        # (as the kubelet reports them once the container runs: spec resources, container id)
+        metas = (pod_meta(UID_BE, UID_BE[:8], namespace="ns", phase=None, qos_class="BE", qos="BestEffort",
+                          annotations=be_spec("app"), containers={"app": CID_BE}, resources={"app": BATCH},
+                          layout=layout),
+                 pod_meta(UID_LSR, UID_LSR[:8], namespace="ns", phase=None, qos_class="LSR", qos="Guaranteed",
+                          annotations=status, containers={"app": CID_LSR}, resources={"app": {}}, layout=layout))
         assert [m.containers[0][1] for m in metas] == [be_c, lsr_c]
-        current["view"] = NodeView(metas, slo(), (), None, NodeInfo("n"), ls_pools=pools)  # type: ignore[arg-type]
+        current["view"] = node_view(pods=metas, ls_pools=pools)
         before, events = executor.total.written, len(executor.events())
         PodResources().reconcile(current["view"], executor)      # type: ignore[arg-type]
         assert executor.total.written == before, executor.events()[events:]

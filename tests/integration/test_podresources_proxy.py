@@ -12,6 +12,7 @@ import stat
 import tempfile
 import threading
 import time
+from functools import partial
 
 import grpc
 import pytest
@@ -26,23 +27,10 @@ from koordlet.podresources.proxy import PodResourcesProxy, ProxyServer
 from koordlet.podresources.upstream import KubeletPodResources
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.pod import pod_from_k8s
-from tests import builders
+from tests.builders import pod_object
 
 GPU0 = "GPU-5b1f0000-0000-0000-0000-000000000000"
 PF, VF_A, VF_B, VF_C = "0000:09:00.0", "0000:09:00.4", "0000:09:00.5", "0000:09:00.6"
-
-
-def pod_object(name, uid_digit, containers, allocated=None, sidecars=()):
-    def c(cname, limits, **extra):
-        return {"name": cname, "resources": {"limits": limits}, **extra}
-    spec = {"containers": [c(n, lim) for n, lim in containers]}
-    if sidecars:
-        spec["initContainers"] = [c(n, {}, restartPolicy="Always") for n in sidecars]
-    annotations = {wire.ANNOTATION_DEVICE_ALLOCATED: json.dumps(allocated)} if allocated else {}
-    return builders.pod_object(f"{uid_digit}" * 8 + "-2222-3333-4444-555555555555", name, namespace="ml",
-                               annotations=annotations, qos=None, spec_containers=spec["containers"],
-                               init_containers=spec.get("initContainers"), statuses=False, api_version=False,
-                               labels_key=False)
 
 
 def vf_alloc(*vfs):
@@ -50,10 +38,19 @@ def vf_alloc(*vfs):
                       "extension": {"vfs": [{"minor": -1, "busID": v} for v in vfs]}}]}
 
 
-TRAIN = pod_object("train", 1, [("app", {"nvidia.com/gpu": "1"}), ("nic", {wire.RESOURCE_RDMA: "1"})],
-                   {"gpu": [{"minor": 0, "id": GPU0, "resources": {}}], **vf_alloc(VF_A)}, sidecars=["mesh"])
-SERVE = pod_object("serve", 2, [("app", {wire.RESOURCE_RDMA: "1"})], vf_alloc(VF_B))
-PLAIN = pod_object("plain", 3, [("app", {})])
+# pods as the API server lists them in namespace ml: containers asking through their limits, no status yet
+pod = partial(pod_object, namespace="ml", qos=None, statuses=False, api_version=False, labels_key=False)
+TRAIN = pod("11111111-2222-3333-4444-555555555555", "train",
+            spec_containers=[{"name": "app", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+                             {"name": "nic", "resources": {"limits": {wire.RESOURCE_RDMA: "1"}}}],
+            init_containers=[{"name": "mesh", "resources": {"limits": {}}, "restartPolicy": "Always"}],
+            annotations={wire.ANNOTATION_DEVICE_ALLOCATED: json.dumps(
+                {"gpu": [{"minor": 0, "id": GPU0, "resources": {}}], **vf_alloc(VF_A)})})
+SERVE = pod("22222222-2222-3333-4444-555555555555", "serve",
+            spec_containers=[{"name": "app", "resources": {"limits": {wire.RESOURCE_RDMA: "1"}}}],
+            annotations={wire.ANNOTATION_DEVICE_ALLOCATED: json.dumps(vf_alloc(VF_B))})
+PLAIN = pod("33333333-2222-3333-4444-555555555555", "plain",
+            spec_containers=[{"name": "app", "resources": {"limits": {}}}], annotations={})
 
 
 class Harness:
@@ -125,7 +122,9 @@ def test_kubelet_away_serves_the_last_answer_plus_new_pods_from_annotations(harn
     h = harness([TRAIN], min_interval=0.2, max_age=0.2).start()
     assert multus.device_ids_for(h.socket, "ml", "train", "openshift.io/sriov") == ["0000:af:00.2"]
     h.kubelet.stop()
-    late = pod_object("late", 4, [("app", {wire.RESOURCE_RDMA: "1"})], vf_alloc(VF_C))
+    late = pod("44444444-2222-3333-4444-555555555555", "late",
+               spec_containers=[{"name": "app", "resources": {"limits": {wire.RESOURCE_RDMA: "1"}}}],
+               annotations={wire.ANNOTATION_DEVICE_ALLOCATED: json.dumps(vf_alloc(VF_C))})
     h.view_objects.append(late)
     h.informer.sync()
     time.sleep(0.3)

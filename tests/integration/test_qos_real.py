@@ -21,12 +21,8 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.ops import config as configmod
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
-from koordlet.states.informer import meta_for
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import host_paths, pod_object
+from tests.builders import host_paths, node_view, pod_meta
 from tests.realcgroup import BUSY, IDLE, cpus_allowed
 from tests.unit.test_qos_rules import slo
 from tests.waits import wait_for
@@ -35,12 +31,6 @@ pytestmark = pytest.mark.root
 
 UID_LS, UID_BE, UID_LSR = ("11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000",
                            "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
-
-
-def k8s_pod(uid: str, qos_label: str, kube: str, cid: str, annotations: dict | None = None):
-    return pod_from_k8s(pod_object(uid, f"p-{qos_label.lower()}", namespace="ns",
-                                   labels={"koordinator.sh/qosClass": qos_label}, annotations=annotations or {},
-                                   qos=kube, phase=None, containers={"main": cid}, resources={"main": {}}))
 
 
 def host(tree):
@@ -78,9 +68,9 @@ def share(pids: tuple[int, int], seconds: float = 2.0) -> float:
 @pytest.mark.skipif(not os.path.exists("/sys/fs/cgroup/cpu/cpu.idle"), reason="kernel without cpu.idle")
 def test_be_cpu_idle_yields_the_cpu_to_ls(real_tree):
     paths, cg = host(real_tree)
-    ls = k8s_pod(UID_LS, "LS", "Burstable", "1" * 64)
-    be = k8s_pod(UID_BE, "BE", "BestEffort", "2" * 64)
-    metas = (meta_for(ls, cg.layout), meta_for(be, cg.layout))
+    common = {"namespace": "ns", "phase": None, "resources": {"main": {}}, "layout": cg.layout}
+    metas = (pod_meta(UID_LS, "p-ls", qos_class="LS", qos="Burstable", containers={"main": "1" * 64}, **common),
+             pod_meta(UID_BE, "p-be", qos_class="BE", qos="BestEffort", containers={"main": "2" * 64}, **common))
     for m in metas:
         real_tree.mkdir(m.containers[0][1])
     for rel in reversed(real_tree.dirs):            # one CPU, so they must compete (children narrowed first)
@@ -92,14 +82,14 @@ def test_be_cpu_idle_yields_the_cpu_to_ls(real_tree):
     strategy = CPUQOS(cg, paths)
     assert strategy.idle and not strategy.bvt          # this VM: mainline kernel
     ex = Executor(cg)
-    strategy.reconcile(NodeView(metas, slo(be={"enable": True}), (), None, NodeInfo("n")), ex)  # type: ignore
+    strategy.reconcile(node_view(pods=metas, slo=slo(be={"enable": True})), ex)
     assert kernel(real_tree, "cpu", "kubepods/besteffort", "cpu.idle") == "1"
     after = share((ls_proc.pid, be_proc.pid))
     print(f"LS share of one CPU: without BE idle {before:.3f}, with BE idle {after:.3f}")
     assert 0.3 < before < 0.7, f"without cpu.idle the two should split the CPU, LS got {before:.2f}"
     assert after > 0.9, f"with the BE tier idle, LS should get nearly all the CPU, got {after:.2f}"
     # turning BE off gives the BE tier its weight back
-    strategy.reconcile(NodeView(metas, slo(), (), None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    strategy.reconcile(node_view(pods=metas), ex)
     assert kernel(real_tree, "cpu", "kubepods/besteffort", "cpu.idle") == "0"
 
 
@@ -108,15 +98,15 @@ def test_lsr_cpuset_moves_the_processes_and_restart_writes_nothing(real_tree):
         pytest.skip("needs 2 CPUs")
     paths, cg = host(real_tree)
     target = str(max(os.sched_getaffinity(0)))
-    lsr = k8s_pod(UID_LSR, "LSR", "Guaranteed", "3" * 64,
-                  {"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": target})})
-    meta = meta_for(lsr, cg.layout)
+    meta = pod_meta(UID_LSR, "p-lsr", namespace="ns", phase=None, qos_class="LSR", qos="Guaranteed",
+                    annotations={"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": target})},
+                    containers={"main": "3" * 64}, resources={"main": {}}, layout=cg.layout)
     real_tree.mkdir(meta.containers[0][1])
     set_kernel(real_tree, "cpu", meta.cgroup_dir, "cpu.cfs_quota_us", "50000")
     set_kernel(real_tree, "cpu", meta.containers[0][1], "cpu.cfs_quota_us", "50000")
     proc = real_tree.spawn(meta.containers[0][1], IDLE)
     assert cpus_allowed(proc.pid) != target
-    view = NodeView((meta,), slo(), (), None, NodeInfo("n"), ls_pools={0: (0, 1)})  # type: ignore[arg-type]
+    view = node_view(pods=(meta,), ls_pools={0: (0, 1)})
     ex = Executor(cg)
     PodResources().reconcile(view, ex)
     assert cpus_allowed(proc.pid) == target

@@ -164,9 +164,10 @@ def run_agent_in_cluster(double: ApiServerDouble, kubelet: KubeletDouble, tmp_pa
 
 def evict_through_the_api(double: ApiServerDouble, tmp_path: Path) -> None:
     """The eviction path as its own test drives it: an Eviction and an Event."""
-    from tests.unit.test_evict import BE, MEM_SLO, Env, GiB, make_pod, slo, uid
+    from tests.builders import pod_object
+    from tests.unit.test_evict import BE, MEM_SLO, Env, GiB, cid, slo, uid
     pods = "/api/v1/namespaces/default/pods"
-    victim = make_pod(1, "be-a", qos="BestEffort", labels=BE)
+    victim = pod_object(uid(1), "be-a", qos="BestEffort", labels=BE, containers={"c": cid(1)})
     double.put(pods, victim)
     api = KubeApi(double.write_kubeconfig(tmp_path / "evict-kubeconfig"), timeout=2.0)
     try:

@@ -17,23 +17,17 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, format_cpu_list
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.qos.cpu_suppress import CPUSuppress, be_suppress_cpuset, processors_of
-from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import host_paths, pod_object
+from tests.builders import host_paths, node_view, pod_meta
 from tests.realcgroup import BUSY, IDLE, cpus_allowed
 
 pytestmark = pytest.mark.root
 
 UID_LS, UID_BE = "11111111-2222-3333-4444-000000000001", "11111111-2222-3333-4444-000000000002"
 BE_DIR = "kubepods/besteffort"
-
-
-def k8s_pod(uid: str, name: str, labels: dict, kube: str, cid: str):
-    return pod_from_k8s(pod_object(uid, name, namespace="ns", labels=labels, qos=kube, containers={"main": cid}))
 
 
 def slo(**threshold):
@@ -61,9 +55,10 @@ class Setup:
         self.paths = host_paths(tree.link_root)
         self.cg = Cgroups(tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
         self.topology = read_topology(self.paths)
-        self.ls = meta_for(k8s_pod(UID_LS, "web", {}, "Burstable", "1" * 64), self.cg.layout)
-        self.be = meta_for(k8s_pod(UID_BE, "batch", {"koordinator.sh/qosClass": "BE"}, "BestEffort", "2" * 64),
-                           self.cg.layout)
+        self.ls = pod_meta(UID_LS, "web", namespace="ns", labels={}, qos="Burstable", containers={"main": "1" * 64},
+                           layout=self.cg.layout)
+        self.be = pod_meta(UID_BE, "batch", namespace="ns", qos_class="BE", qos="BestEffort",
+                           containers={"main": "2" * 64}, layout=self.cg.layout)
         self.container = self.be.containers[0][1]
         tree.mkdir(self.container)
         self.cache = MetricCache(None)
@@ -78,9 +73,9 @@ class Setup:
         return now
 
     def view(self, spec, now: float, be_pools) -> NodeView:
-        return NodeView(pods=(self.ls, self.be), slo=spec, host_apps=(), topology=self.topology,
-                        node=NodeInfo("n1", capacity={"cpu": "2"}, allocatable={"cpu": "2"}), now=now,
-                        be_pools=be_pools)
+        return node_view(pods=(self.ls, self.be), slo=spec, topology=self.topology,
+                         node=NodeInfo("n1", capacity={"cpu": "2"}, allocatable={"cpu": "2"}), now=now,
+                         be_pools=be_pools)
 
 
 def nr_throttled(tree) -> int:

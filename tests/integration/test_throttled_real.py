@@ -11,9 +11,7 @@ from koordlet.collectors.throttled import ThrottledCollector, throttled_ratio
 from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.realcgroup import BUSY, IDLE
 
 UID = "11111111-2222-3333-4444-0000000000a1"
@@ -28,10 +26,9 @@ def test_throttled_ratio_is_the_share_of_throttled_periods():
 
 @pytest.mark.root
 def test_quota_limited_spinner_is_throttled_and_its_idle_neighbour_is_not(real_tree):
-    pod = pod_from_k8s(pod_object(UID, "spin", namespace="ns", qos="Burstable",
-                                  containers={"spin": SPIN, "rest": REST}))
     cgroups = Cgroups(real_tree.link_root, CgroupVersion.V1, Driver.CGROUPFS)
-    meta = meta_for(pod, cgroups.layout)
+    meta = pod_meta(UID, "spin", namespace="ns", qos="Burstable", containers={"spin": SPIN, "rest": REST},
+                    layout=cgroups.layout)
     (spin_c, spin), (rest_c, rest) = meta.containers
     for _, rel in meta.containers:
         real_tree.mkdir(rel)

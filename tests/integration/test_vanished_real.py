@@ -24,10 +24,8 @@ from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.fs import read_bytes, vanished
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 from tests.realcgroup import CGROUP_FS, v1_available
 
@@ -72,8 +70,7 @@ def pod_tree(tmp_path) -> tuple[FakeHost, Cgroups, tuple]:
     host = FakeHost(str(tmp_path))
     host.add_pod(KubeQOS.BURSTABLE, UID, CgroupValues(cpu_ns=10**9), {CID: CgroupValues(cpu_ns=10**9)})
     cg = Cgroups.detect(host.paths)
-    pod = pod_from_k8s(pod_object(UID, "web", containers={"app": CID}))
-    return host, cg, (meta_for(pod, cg.layout),)
+    return host, cg, (pod_meta(UID, "web", containers={"app": CID}, layout=cg.layout),)
 
 
 def skipped(metrics: AgentMetrics, collector: str, reason: str) -> float:

@@ -24,33 +24,28 @@ from koordlet.qos.evict import (
 )
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import ResourceThresholdStrategy
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
-from tests.unit.test_evict import NOW, Env, GiB, slo, uid
+from tests.builders import agent_pod, pod_object
+from tests.unit.test_evict import NOW, Env, GiB, cid, slo, uid
 
 MID = {"koordinator.sh/priority-class": "koord-mid", "koordinator.sh/eviction-enabled": "true"}
 BATCH = {"koordinator.sh/priority-class": "koord-batch", "koordinator.sh/eviction-enabled": "true"}
 ALLOC_SLO = dict(enable=True, cpuAllocatableEvictThresholdPercent=100, cpuAllocatableEvictLowerPercent=80,
                  memoryAllocatableEvictThresholdPercent=100, memoryAllocatableEvictLowerPercent=90,
                  allocatableEvictPriorityThreshold=7999)
-
-
-def pod(n: int, name: str, labels: dict[str, str], requests: dict[str, str], *, priority: int | None = None,
-        phase: str = "Running", sidecar: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-        qos: str = "BestEffort") -> dict[str, Any]:
-    init = [{"name": "side", "restartPolicy": "Always", "resources": {"requests": sidecar}}] if sidecar else None
-    return pod_object(uid(n), name, qos=qos, labels=labels, priority=priority, phase=phase,
-                      containers={"c": f"{n:064x}"}, resources={"c": {"requests": requests}},
-                      init_containers=init, annotations=annotations)
+BESTEFFORT = {"qos": "BestEffort"}         # the Kubernetes QoS class of these batch and mid pods
 
 
 # --- the pure parts --------------------------------------------------------------------------------------------
 
 def test_requests_by_priority_class_with_sidecars() -> None:
-    mid = pod_from_k8s(pod(1, "m", MID, {"kubernetes.io/mid-cpu": "2000", "kubernetes.io/mid-memory": "1Gi"},
-                           sidecar={"kubernetes.io/mid-cpu": "500"}))
-    batch = pod_from_k8s(pod(2, "b", BATCH, {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "2Gi"}))
-    prod = pod_from_k8s(pod(3, "p", {}, {"cpu": "1", "memory": "1Gi"}, priority=1000, qos="Burstable"))
+    mid = agent_pod(uid(1), "m", labels=MID, qos="BestEffort", containers={"c": cid(1)},
+                    resources={"c": {"requests": {"kubernetes.io/mid-cpu": "2000", "kubernetes.io/mid-memory": "1Gi"}}},
+                    init_containers=[{"name": "side", "restartPolicy": "Always",
+                                      "resources": {"requests": {"kubernetes.io/mid-cpu": "500"}}}])
+    batch = agent_pod(uid(2), "b", labels=BATCH, qos="BestEffort", containers={"c": cid(2)}, resources={
+        "c": {"requests": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "2Gi"}}})
+    prod = agent_pod(uid(3), "p", labels={}, priority=1000, containers={"c": cid(3)},
+                     resources={"c": {"requests": {"cpu": "1", "memory": "1Gi"}}})
     assert pod_request(mid, RES_CPU) == ("kubernetes.io/mid-cpu", 2500)        # the sidecar runs alongside
     assert pod_request(mid, RES_MEMORY) == ("kubernetes.io/mid-memory", GiB)
     assert pod_request(batch, RES_CPU) == ("kubernetes.io/batch-cpu", 1000)
@@ -84,12 +79,15 @@ def test_release_amounts() -> None:
     """mid-cpu: 9000 of 8000 requested = 112.5% > 100%: release 9000 - 80%·8000 = 2600. batch-cpu 3000 of 4000:
     below. A finished pod and a pod above the priority threshold are not summed. Native cpu of a low-priority
     prod pod over its allocatable cannot be released by evicting batch/mid pods: reported apart."""
-    pods = [pod_from_k8s(pod(1, "m1", MID, {"kubernetes.io/mid-cpu": "5000"})),
-            pod_from_k8s(pod(2, "m2", MID, {"kubernetes.io/mid-cpu": "4000"})),
-            pod_from_k8s(pod(3, "m-done", MID, {"kubernetes.io/mid-cpu": "9000"}, phase="Succeeded")),
-            pod_from_k8s(pod(4, "b1", BATCH, {"kubernetes.io/batch-cpu": "3000"})),
-            pod_from_k8s(pod(5, "m-high", MID, {"kubernetes.io/mid-cpu": "9000"}, priority=7999)),
-            pod_from_k8s(pod(6, "odd", {}, {"cpu": "3"}, priority=1000, qos="Burstable"))]
+    pods = [agent_pod(uid(n), name, labels=labels, containers={"c": cid(n)}, resources={"c": {"requests": requests}},
+                      **kw)
+            for n, name, labels, requests, kw in [
+                (1, "m1", MID, {"kubernetes.io/mid-cpu": "5000"}, BESTEFFORT),
+                (2, "m2", MID, {"kubernetes.io/mid-cpu": "4000"}, BESTEFFORT),
+                (3, "m-done", MID, {"kubernetes.io/mid-cpu": "9000"}, dict(phase="Succeeded", **BESTEFFORT)),
+                (4, "b1", BATCH, {"kubernetes.io/batch-cpu": "3000"}, BESTEFFORT),
+                (5, "m-high", MID, {"kubernetes.io/mid-cpu": "9000"}, dict(priority=7999, **BESTEFFORT)),
+                (6, "odd", {}, {"cpu": "3"}, dict(priority=1000))]]
     allocatable = {"kubernetes.io/mid-cpu": 8000, "kubernetes.io/batch-cpu": 4000, "cpu": 2000}
     release, stuck = allocatable_release(pods, allocatable, 100, 80, 7998, RES_CPU)
     assert release == {"kubernetes.io/mid-cpu": 2600}
@@ -107,11 +105,14 @@ def node(**allocatable: str) -> NodeInfo:
 
 def test_cpu_allocatable_evicts_largest_request_first_until_covered(tmp_path: Any, caplog: Any) -> None:
     env = Env(tmp_path, {"CPUAllocatableEvict"})
-    env.add(pod(1, "small", MID, {"kubernetes.io/mid-cpu": "1000"}))
-    env.add(pod(2, "large", MID, {"kubernetes.io/mid-cpu": "3000"}))
-    env.add(pod(3, "medium", MID, {"kubernetes.io/mid-cpu": "2000"}))
-    env.add(pod(4, "batch", BATCH, {"kubernetes.io/batch-cpu": "8000"}))      # batch-cpu is within its allocatable
-    env.add(pod(5, "no-label", {"koordinator.sh/priority-class": "koord-mid"}, {"kubernetes.io/mid-cpu": "9000"}))
+    for n, name, labels, requests in [
+            (1, "small", MID, {"kubernetes.io/mid-cpu": "1000"}),
+            (2, "large", MID, {"kubernetes.io/mid-cpu": "3000"}),
+            (3, "medium", MID, {"kubernetes.io/mid-cpu": "2000"}),
+            (4, "batch", BATCH, {"kubernetes.io/batch-cpu": "8000"}),         # batch-cpu is within its allocatable
+            (5, "no-label", {"koordinator.sh/priority-class": "koord-mid"}, {"kubernetes.io/mid-cpu": "9000"})]:
+        env.add(pod_object(uid(n), name, labels=labels, qos="BestEffort", containers={"c": cid(n)},
+                           resources={"c": {"requests": requests}}))
     env.cache.append([Sample("pod_cpu_usage", (("pod_uid", uid(n)),), NOW - 0.5, 0.1) for n in range(1, 6)])
     caplog.set_level(logging.WARNING, "koordlet.qos.evict")
     env.clock.t += 30                                   # past the CPU cool-down that runs from start
@@ -133,8 +134,9 @@ def test_memory_allocatable_evicts_only_what_is_needed_and_audits(tmp_path: Any)
     audit = AuditLog(str(tmp_path / "audit"), verbose=1)
     env = Env(tmp_path / "host", {"MemoryAllocatableEvict"}, kill_standalone=True)
     env.executor.audit_log = audit
-    env.add(pod(1, "big", BATCH, {"kubernetes.io/batch-memory": "6Gi"}))
-    env.add(pod(2, "small", BATCH, {"kubernetes.io/batch-memory": "2Gi"}))
+    for n, name, memory in [(1, "big", "6Gi"), (2, "small", "2Gi")]:
+        env.add(pod_object(uid(n), name, labels=BATCH, qos="BestEffort", containers={"c": cid(n)},
+                           resources={"c": {"requests": {"kubernetes.io/batch-memory": memory}}}))
     env.memory(1 * GiB, {uid(1): GiB, uid(2): GiB})
     # 8 GiB requested of 7 GiB allocatable (114% > 100%): release 8 - 90%·7 = 1.7 GiB: "big" covers it
     env.evictor.reconcile(env.view(slo(**ALLOC_SLO), node=node(**{"kubernetes.io/batch-memory": "7Gi"})),
@@ -152,7 +154,8 @@ def test_memory_allocatable_evicts_only_what_is_needed_and_audits(tmp_path: Any)
 
 def test_unknown_node_allocatable_is_skipped(tmp_path: Any, caplog: Any) -> None:
     env = Env(tmp_path, {"MemoryAllocatableEvict"})
-    env.add(pod(1, "big", BATCH, {"kubernetes.io/batch-memory": "6Gi"}))
+    env.add(pod_object(uid(1), "big", labels=BATCH, qos="BestEffort", containers={"c": cid(1)},
+                       resources={"c": {"requests": {"kubernetes.io/batch-memory": "6Gi"}}}))
     env.memory(1 * GiB, {uid(1): GiB})
     caplog.set_level(logging.WARNING, "koordlet.qos.evict")
     env.evictor.reconcile(env.view(slo(**ALLOC_SLO)), env.executor)        # NodeInfo("n1"): nothing known

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,9 @@ def node_metric(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def pod(name: str, namespace: str = "default", node: str = "node-a", **labels: str) -> dict[str, Any]:
-    obj = pod_object(None, name, namespace=namespace, labels=labels, node=node, qos=None, phase=None,
-                     spec_containers=[{"name": "c", "image": "busybox"}], statuses=False, api_version=False)
-    del obj["status"]                                 # a bare create: the API server has no status yet
-    return obj
+# a bare create: no uid and no status yet (the API server sets them), one container, on node-a unless a test says
+pod = partial(pod_object, None, node="node-a", qos=None, phase=None, status_key=False, statuses=False,
+              api_version=False, spec_containers=[{"name": "c", "image": "busybox"}])
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:
@@ -167,9 +166,9 @@ def test_create_rejects_what_the_real_server_rejects(k8s: Clients) -> None:
 
 
 def test_list_selectors_and_scopes(k8s: Clients) -> None:
-    k8s.core.create_namespaced_pod("default", pod("web-0", app="web", tier="fe"))
-    k8s.core.create_namespaced_pod("default", pod("web-1", node="node-b", app="web"))
-    k8s.core.create_namespaced_pod("prod", pod("db-0", namespace="prod", app="db"))
+    k8s.core.create_namespaced_pod("default", pod("web-0", labels={"app": "web", "tier": "fe"}))
+    k8s.core.create_namespaced_pod("default", pod("web-1", node="node-b", labels={"app": "web"}))
+    k8s.core.create_namespaced_pod("prod", pod("db-0", namespace="prod", labels={"app": "db"}))
 
     def names(pods: client.V1PodList) -> list[str]:
         return [p.metadata.name for p in pods.items]
@@ -421,7 +420,7 @@ def test_watch_sees_live_changes_behind_the_api(double: ApiServerDouble, k8s: Cl
 
 
 def test_watch_with_a_selector_sees_objects_enter_and_leave_it(double: ApiServerDouble, k8s: Clients) -> None:
-    double.add_pod(pod("web-0", app="web"))
+    double.add_pod(pod("web-0", labels={"app": "web"}))
     w = watch.Watch()
     seen = []
     for event in w.stream(k8s.core.list_pod_for_all_namespaces, label_selector="app=web", timeout_seconds=5):

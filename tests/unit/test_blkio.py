@@ -20,17 +20,17 @@ from koordlet.host.paths import HostPaths
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.blkio import BlkIO, Limits, devices_in, pod_blocks, probe, root_values, throttle_values
 from koordlet.states.decode import DecodeError
-from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import IOCfg, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import node_view, pod_meta
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
 UID_BE, UID_LS, UID_RAW, UID_PENDING = ("be000000-0000-0000-0000-000000000001", "15000000-0000-0000-0000-000000000002",
                                         "00000000-0000-0000-0000-000000000003", "9e000000-0000-0000-0000-000000000004")
+# each pod's one container, main, its id the pod's uid without the dashes
+MAIN = {uid: {"main": uid.replace("-", "")} for uid in (UID_BE, UID_LS, UID_RAW, UID_PENDING)}
+BLKIO = "koordinator.sh/blkioQOS"
 TR = "blkio.throttle."
 
 
@@ -305,13 +305,6 @@ V1_FILES = {TR + "read_iops_device": "", TR + "read_bps_device": "", TR + "write
 V2_FILES = {"io.max": "", "io.weight": "default 100\n"}
 
 
-def k8s_pod(uid, name, kube, label=None, annotation=None, phase="Running"):
-    return pod_from_k8s(pod_object(
-        uid, name, namespace="ns", qos=kube, phase=phase, containers={"main": uid.replace("-", "")},
-        labels={"koordinator.sh/qosClass": label} if label else {},
-        annotations={} if annotation is None else {"koordinator.sh/blkioQOS": annotation}))
-
-
 def blkio_slo(be=None, root=None, ls=None):
     qos = {}
     for key, cfg in (("beClass", be), ("cgroupRoot", root), ("lsClass", ls)):
@@ -337,8 +330,10 @@ class Env:
                 f.write("cpu io memory\n")
         for f in root_files:
             self.set("", prefix + f, "")
-        self.metas = [meta_for(k8s_pod(UID_BE, "batch", "BestEffort", "BE"), self.cg.layout),
-                      meta_for(k8s_pod(UID_LS, "web", "Burstable", "LS"), self.cg.layout)]
+        self.metas = [pod_meta(UID_BE, "batch", namespace="ns", qos="BestEffort", qos_class="BE",
+                               containers=MAIN[UID_BE], layout=self.cg.layout),
+                      pod_meta(UID_LS, "web", namespace="ns", qos_class="LS", containers=MAIN[UID_LS],
+                               layout=self.cg.layout)]
         for rel in [self.cg.layout.qos_dir(q) for q in KubeQOS] + self.dirs(self.metas):
             self.touch(rel)
 
@@ -366,8 +361,7 @@ class Env:
             return f.read().strip()
 
     def view(self, slo, metas=None):
-        return NodeView(pods=tuple(self.metas if metas is None else metas), slo=slo, host_apps=(), topology=None,
-                        node=NodeInfo("n1"))  # type: ignore[arg-type]
+        return node_view(pods=self.metas if metas is None else metas, slo=slo, node=NodeInfo("n1"))
 
     def writes(self, since=0):
         return [(os.path.relpath(e["file"], self.paths.cgroup_root), e["new"]) for e in self.executor.events()[since:]]
@@ -513,14 +507,18 @@ def test_pod_annotations(tmp_path, block, caplog):
     strategy = BlkIO(env.paths)
     vol = json.dumps({"blocks": [{"name": "pvc-1", "type": "podvolume", "ioCfg": {"writeBPS": 2097152}},
                                  {"name": "pvc-9", "type": "podvolume", "ioCfg": {"writeBPS": 1}}]})
-    ls = meta_for(k8s_pod(UID_LS, "web", "Burstable", "LS", vol), env.cg.layout)
+    ls = pod_meta(UID_LS, "web", namespace="ns", qos_class="LS", containers=MAIN[UID_LS], annotations={BLKIO: vol},
+                  layout=env.cg.layout)
     # a raw (unlabelled) pod and a pending one are left alone, whatever they carry
-    raw = meta_for(k8s_pod(UID_RAW, "raw", "Burstable", None, vol), env.cg.layout)
-    pending = meta_for(k8s_pod(UID_PENDING, "pend", "Burstable", "LS", vol, phase="Pending"), env.cg.layout)
+    raw = pod_meta(UID_RAW, "raw", namespace="ns", containers=MAIN[UID_RAW], annotations={BLKIO: vol},
+                   layout=env.cg.layout)
+    pending = pod_meta(UID_PENDING, "pend", namespace="ns", qos_class="LS", phase="Pending",
+                       containers=MAIN[UID_PENDING], annotations={BLKIO: vol}, layout=env.cg.layout)
     # a BE pod with its own, tighter limit on sdb and a malformed sibling key
     be_ann = json.dumps({"blocks": [{"name": "/dev/sdb", "type": "device",
                                      "ioCfg": {"readBPS": 1000, "writeBPS": 9000}}]})
-    be = meta_for(k8s_pod(UID_BE, "batch", "BestEffort", "BE", be_ann), env.cg.layout)
+    be = pod_meta(UID_BE, "batch", namespace="ns", qos="BestEffort", qos_class="BE", containers=MAIN[UID_BE],
+                  annotations={BLKIO: be_ann}, layout=env.cg.layout)
     metas = [ls, raw, pending, be]
     for rel in env.dirs(metas):
         env.touch(rel)
@@ -543,7 +541,8 @@ def test_pod_annotations(tmp_path, block, caplog):
     assert env.writes(n) == []
 
     # malformed annotation: one log line naming the pod; the pod falls back to no limits
-    bad = meta_for(k8s_pod(UID_LS, "web", "Burstable", "LS", '{"blocks": 3}'), env.cg.layout)
+    bad = pod_meta(UID_LS, "web", namespace="ns", qos_class="LS", containers=MAIN[UID_LS],
+                   annotations={BLKIO: '{"blocks": 3}'}, layout=env.cg.layout)
     for _ in range(2):
         with caplog.at_level(logging.INFO):
             strategy.reconcile(env.view(slo, [bad, be]), env.executor)
@@ -552,7 +551,8 @@ def test_pod_annotations(tmp_path, block, caplog):
     assert env.read(ls_ctr, TR + "write_bps_device") == "8:32 0"
 
     # annotation removed: the pod's own devices are reset once; the BE container keeps the class limits
-    plain_be = meta_for(k8s_pod(UID_BE, "batch", "BestEffort", "BE"), env.cg.layout)
+    plain_be = pod_meta(UID_BE, "batch", namespace="ns", qos="BestEffort", qos_class="BE", containers=MAIN[UID_BE],
+                        layout=env.cg.layout)
     n = len(env.executor.events())
     strategy.reconcile(env.view(slo, [bad, plain_be]), env.executor)
     assert sorted(w for w in env.writes(n) if w[0].startswith(f"blkio/{be.cgroup_dir}/blkio.")) == [

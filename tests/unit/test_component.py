@@ -15,11 +15,10 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.ops.config import ALPHA_GATES, DEFAULT_GATES, build
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.ops.server import HttpServer
-from koordlet.states.informer import PodsInformer, meta_for
+from koordlet.states.informer import PodsInformer
 from koordlet.states.nodestate import NodeState
-from koordlet.states.pod import pod_from_k8s
 from nri_plugin.features import FEATURES
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.fakehost import FakeHost
 from tests.waits import wait_for
 
@@ -193,9 +192,9 @@ def test_healthz_turns_red_while_a_loop_keeps_failing_and_green_when_it_recovers
 def test_pools_are_computed_once_per_input_and_again_when_the_pods_change(tmp_path):
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V1, Driver.CGROUPFS)
     cgroups = Cgroups.detect(host.paths)
-    pinned = pod_from_k8s(pod_object("u-1", "lsr", labels={"koordinator.sh/qosClass": "LSR"}, qos="Guaranteed",
-                                     annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"1"}'}))
-    pods = [(meta_for(pinned, cgroups.layout),)]
+    pinned = pod_meta("u-1", "lsr", qos_class="LSR", qos="Guaranteed", layout=cgroups.layout,
+                      annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"1"}'})
+    pods = [(pinned,)]
     informer = PodsInformer(lambda: list(pods[-1]), 60.0, "standalone")
     state = NodeState(config(), host.paths, cgroups, informer)
     assert state.view() is None                               # pods never synced: nothing to decide from

@@ -16,21 +16,18 @@ import pytest
 from doubles.fakecoresched import FakeCoreSchedKernel
 from koordlet.base import wire
 from koordlet.host import coresched as hc
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, Layout
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.core_sched import CACHE_EXPIRY, CoreSched
 from koordlet.rules.core_sched import core_sched_rule, group_id
-from koordlet.states.informer import PodMeta, meta_for
+from koordlet.states.informer import PodMeta
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import Pod, pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import host_paths, pod_object
+from tests.builders import agent_pod, host_paths, node_view, pod_meta
 from tests.fakehost import FakeHost
 
 QOS_LABEL = "koordinator.sh/qosClass"
-KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}
 
 
 def slo(policy: str = "coreSched", enable: tuple[str, ...] = ("lsrClass", "lsClass", "beClass"),
@@ -42,14 +39,6 @@ def slo(policy: str = "coreSched", enable: tuple[str, ...] = ("lsrClass", "lsCla
     spec, errors = merge_node_slo_spec({"resourceQOSStrategy": rq})
     assert errors == []
     return spec
-
-
-def pod(uid: str = "u1", qos_class: str | None = "LS", kube: str = "Burstable", **labels: str) -> Pod:
-    all_labels = dict(labels)
-    if qos_class is not None:
-        all_labels[QOS_LABEL] = qos_class
-    return pod_from_k8s(pod_object(uid, f"p-{uid}", namespace="ns", qos=KUBE[kube].value, labels=all_labels,
-                                   phase=None))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -84,7 +73,8 @@ POLICY = wire.LABEL_CORE_SCHED_POLICY
 ])
 def test_group_id_all_classes_enabled(qos_class: str | None, kube: str, labels: dict[str, str],
                                       want: str | None) -> None:
-    assert group_id(pod(qos_class=qos_class, kube=kube, **labels), slo()) == (want, None)
+    p = agent_pod("u1", "p-u1", namespace="ns", phase=None, qos=kube, qos_class=qos_class, labels=labels)
+    assert group_id(p, slo()) == (want, None)
 
 
 @pytest.mark.parametrize("spec,qos_class,kube,want", [
@@ -111,12 +101,14 @@ def test_group_id_all_classes_enabled(qos_class: str | None, kube: str, labels: 
     (slo(beClass={"coreExpeller": True}), "BE", "BestEffort", "-expeller"),
 ])
 def test_group_id_per_class_config(spec: NodeSLOSpec, qos_class: str | None, kube: str, want: str | None) -> None:
-    assert group_id(pod(qos_class=qos_class, kube=kube), spec) == (want, None)
+    p = agent_pod("u1", "p-u1", namespace="ns", phase=None, qos=kube, qos_class=qos_class)
+    assert group_id(p, spec) == (want, None)
 
 
 @pytest.mark.parametrize("value", ["Exclusive", "NONE", "exclusive ", "bogus"])
 def test_group_id_unknown_policy_is_default_with_error(value: str) -> None:
-    group, error = group_id(pod(qos_class="LS", **{POLICY: value, GROUP: "g"}), slo())
+    p = agent_pod("u1", "p-u1", namespace="ns", phase=None, qos_class="LS", labels={POLICY: value, GROUP: "g"})
+    group, error = group_id(p, slo())
     assert group == "g-expeller"
     assert error is not None and POLICY in error and repr(value) in error
 
@@ -278,12 +270,8 @@ class Node:
         """A pod with a sandbox and ``containers`` containers, each with ``procs`` processes; returns
         {"sandbox"|container name: pids}."""
         names = {f"c{i}": cid(self._bump()) for i in range(containers)}
-        all_labels = dict(labels)
-        if qos_class is not None:
-            all_labels[QOS_LABEL] = qos_class
-        obj = pod_object(uid, f"p-{uid}", namespace="ns", qos=kube, containers=names, labels=all_labels)
-        obj["metadata"]["creationTimestamp"] = f"2024-01-01T00:00:{int(created):02d}Z"
-        meta = meta_for(pod_from_k8s(obj), self.layout)
+        meta = pod_meta(uid, f"p-{uid}", namespace="ns", qos=kube, qos_class=qos_class, labels=labels,
+                        containers=names, created=f"2024-01-01T00:00:{int(created):02d}Z", layout=self.layout)
         self.pods[uid] = meta
         out = {"sandbox": self._cgroup(f"{meta.cgroup_dir}/{cid(self._bump())}", procs)}
         for c, rel in meta.containers:
@@ -318,8 +306,7 @@ class Node:
         self.pods[uid] = PodMeta(dataclasses.replace(meta.pod, labels=merged), meta.cgroup_dir, meta.containers)
 
     def reconcile(self) -> None:
-        view = NodeView(pods=tuple(self.pods.values()), slo=self.spec, host_apps=(), topology=None,  # type: ignore
-                        node=NodeInfo("n1"))
+        view = node_view(pods=self.pods.values(), slo=self.spec, node=NodeInfo("n1"))
         self.strategy.reconcile(view, self.executor)
 
     def cookies(self, pids: list[int]) -> set[int]:

@@ -35,13 +35,13 @@ from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import CPUBurstStrategy, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import agent_pod, node_view, pod_object
 from tests.fakehost import CgroupValues, FakeHost
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
+CPU_1, CPU_2 = {"limits": {"cpu": "1"}}, {"limits": {"cpu": "2"}}      # a container's resources
 NOW = 1_000_000.0
 UID = "11111111-0000-0000-0000-000000000001"
 UID2 = "11111111-0000-0000-0000-000000000002"
@@ -58,14 +58,6 @@ def spec(**burst):
     value, errors = merge_node_slo_spec({"cpuBurstStrategy": burst} if burst else None, "n1")
     assert not errors
     return value
-
-
-def pod_obj(uid, name, containers, *, labels=None, annotations=None, qos="Burstable", phase="Running"):
-    """containers: {name: (id, cpu limit or None)}."""
-    return pod_object(uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()},
-                      spec_containers=[{"name": n, "resources": {"limits": {"cpu": lim}} if lim else {}}
-                                       for n, (_, lim) in containers.items()],
-                      annotations=annotations or {}, phase=phase)
 
 
 class Env:
@@ -134,8 +126,8 @@ class Env:
         self.cache.append([Sample("node_cpu_usage", (), now - 1, cores)])
 
     def view(self, slo, now=NOW, pods=None):
-        return NodeView(pods=tuple(self.metas if pods is None else pods), slo=slo, host_apps=(),
-                        topology=self.topology, node=NodeInfo("n1"), now=now)
+        return node_view(pods=self.metas if pods is None else pods, slo=slo, topology=self.topology,
+                         node=NodeInfo("n1"), now=now)
 
     def writes(self):
         return [(e["file"], e["new"]) for e in self.executor.events()]
@@ -232,8 +224,8 @@ def test_pod_config_overlay():
     node = spec(policy="none").cpu_burst
 
     def cfg(annotation):
-        pod = pod_from_k8s(pod_obj(UID, "p", {"app": (A, "1")},
-                                   annotations={wire.ANNOTATION_POD_CPU_BURST: annotation}))
+        pod = agent_pod(UID, "p", containers={"app": A}, resources={"app": CPU_1},
+                        annotations={wire.ANNOTATION_POD_CPU_BURST: annotation})
         return pod_burst_config(pod, node)
 
     value = cfg(json.dumps({"policy": "cpuBurstOnly", "cpuBurstPercent": 50}))
@@ -251,7 +243,7 @@ def test_pod_config_overlay():
 # the strategy on fake trees
 
 def test_burst_values_written_per_policy(env):
-    meta = env.add(pod_obj(UID, "web", {"app": (A, "2"), "side": (B, None)}))
+    meta = env.add(pod_object(UID, "web", containers={"app": A, "side": B}, resources={"app": CPU_2}))
     strategy = CPUBurst(env.cache, 1.0, env.metrics)
     app_rel, side_rel = meta.containers[0][1], meta.containers[1][1]
     env.write(app_rel, "cpu.cfs_burst_us", "123")
@@ -276,9 +268,10 @@ def test_burst_values_written_per_policy(env):
 
 
 def test_only_burstable_classes_and_active_pods(env):
-    lsr = env.add(pod_obj(UID, "lsr", {"app": (A, "1")}, labels={"koordinator.sh/qosClass": "LSR"}))
-    be = env.add(pod_obj(UID2, "be", {"app": (B, "1")}, labels={"koordinator.sh/qosClass": "BE"}))
-    done = env.add(pod_obj("11111111-0000-0000-0000-000000000003", "done", {"app": (C, "1")}, phase="Succeeded"))
+    lsr = env.add(pod_object(UID, "lsr", qos_class="LSR", containers={"app": A}, resources={"app": CPU_1}))
+    be = env.add(pod_object(UID2, "be", qos_class="BE", containers={"app": B}, resources={"app": CPU_1}))
+    done = env.add(pod_object("11111111-0000-0000-0000-000000000003", "done", phase="Succeeded",
+                              containers={"app": C}, resources={"app": CPU_1}))
     for m in (lsr, be, done):
         env.write(m.containers[0][1], "cpu.cfs_burst_us", "7")
     CPUBurst(env.cache, 1.0).reconcile(env.view(spec(policy="auto")), env.executor)
@@ -289,8 +282,10 @@ def test_only_burstable_classes_and_active_pods(env):
 
 def test_annotation_overlay_and_malformed(env, caplog):
     burst = '{"policy":"cpuBurstOnly","cpuBurstPercent":50}'
-    good = env.add(pod_obj(UID, "good", {"app": (A, "2")}, annotations={wire.ANNOTATION_POD_CPU_BURST: burst}))
-    bad = env.add(pod_obj(UID2, "broken", {"app": (B, "2")}, annotations={wire.ANNOTATION_POD_CPU_BURST: "{oops"}))
+    good = env.add(pod_object(UID, "good", containers={"app": A}, resources={"app": CPU_2},
+                              annotations={wire.ANNOTATION_POD_CPU_BURST: burst}))
+    bad = env.add(pod_object(UID2, "broken", containers={"app": B}, resources={"app": CPU_2},
+                             annotations={wire.ANNOTATION_POD_CPU_BURST: "{oops"}))
     strategy = CPUBurst(env.cache, 1.0)
     slo = spec(policy="none")
     with caplog.at_level(logging.WARNING, "koordlet.qos.cpu_burst"):
@@ -307,7 +302,7 @@ def quota_events(env):
 
 
 def test_quota_scales_up_pod_first_after_throttling(env):
-    meta = env.add(pod_obj(UID, "web", {"app": (A, "2")}), pod_quota=200000)
+    meta = env.add(pod_object(UID, "web", containers={"app": A}, resources={"app": CPU_2}), pod_quota=200000)
     rel = meta.containers[0][1]
     env.node_usage(0.2)                                                      # idle share pool
     strategy = CPUBurst(env.cache, 1.0)
@@ -335,7 +330,8 @@ def test_quota_scales_up_pod_first_after_throttling(env):
 
 
 def test_quota_scale_down_by_limiter_container_first(env):
-    meta = env.add(pod_obj(UID, "web", {"app": (A, "2")}), pod_quota=400000, quotas={"app": 400000})
+    meta = env.add(pod_object(UID, "web", containers={"app": A}, resources={"app": CPU_2}),
+                   pod_quota=400000, quotas={"app": 400000})
     rel = meta.containers[0][1]
     env.node_usage(0.2)
     env.cache.append([Sample("container_cpu_usage", (("container_id", A),), NOW - 0.5, 2.0)])   # at its limit
@@ -350,7 +346,8 @@ def test_quota_scale_down_by_limiter_container_first(env):
 
 
 def test_quota_reset_when_policy_is_not_quota_burst(env):
-    meta = env.add(pod_obj(UID, "web", {"app": (A, "2")}), pod_quota=-1, quotas={"app": 500000})
+    meta = env.add(pod_object(UID, "web", containers={"app": A}, resources={"app": CPU_2}),
+                   pod_quota=-1, quotas={"app": 500000})
     rel = meta.containers[0][1]
     CPUBurst(env.cache, 1.0).reconcile(env.view(spec(policy="cpuBurstOnly")), env.executor)
     env.kernelize()
@@ -360,7 +357,8 @@ def test_quota_reset_when_policy_is_not_quota_burst(env):
 
 
 def test_overload_scales_down_and_unknown_blocks_growth(env):
-    meta = env.add(pod_obj(UID, "web", {"app": (A, "2")}), pod_quota=300000, quotas={"app": 300000})
+    meta = env.add(pod_object(UID, "web", containers={"app": A}, resources={"app": CPU_2}),
+                   pod_quota=300000, quotas={"app": 300000})
     rel = meta.containers[0][1]
     slo = spec(policy="cfsQuotaBurstOnly")
     strategy = CPUBurst(env.cache, 1.0)
@@ -377,10 +375,9 @@ def test_overload_scales_down_and_unknown_blocks_growth(env):
 
 
 def test_share_pool_excludes_dedicated_pods(env):
-    lsr = pod_obj(UID, "lsr", {"app": (A, "2")}, labels={"koordinator.sh/qosClass": "LSR"})
-    lsr["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "2"}
-    env.add(lsr)
-    env.add(pod_obj(UID2, "be", {"app": (B, None)}, labels={"koordinator.sh/qosClass": "BE"}))
+    env.add(pod_object(UID, "lsr", qos_class="LSR", containers={"app": A},
+                       resources={"app": {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}}}))
+    env.add(pod_object(UID2, "be", qos_class="BE", containers={"app": B}))
     env.node_usage(2.5)
     env.cache.append([Sample("pod_cpu_usage", (("pod_uid", UID),), NOW - 1, 1.5),
                       Sample("pod_cpu_usage", (("pod_uid", UID2),), NOW - 1, 0.5)])
@@ -389,7 +386,7 @@ def test_share_pool_excludes_dedicated_pods(env):
 
 
 def test_vanished_container_is_skipped_quietly(env, caplog):
-    meta = env.add(pod_obj(UID, "web", {"app": (A, "2")}), pod_quota=200000)
+    meta = env.add(pod_object(UID, "web", containers={"app": A}, resources={"app": CPU_2}), pod_quota=200000)
     env.host.remove(meta.containers[0][1])
     with caplog.at_level(logging.WARNING):
         CPUBurst(env.cache, 1.0).reconcile(env.view(spec(policy="auto")), env.executor)
@@ -406,7 +403,7 @@ def test_a_scrape_during_reconciles_never_sees_the_burst_family_partial(env):
     from koordlet.ops.metrics import exposition
     uids = [f"11111111-0000-0000-0000-{i:012d}" for i in range(20)]
     for i, uid in enumerate(uids):
-        env.add(pod_obj(uid, f"web-{i}", {"app": (f"{i:02d}" * 32, "2")}))
+        env.add(pod_object(uid, f"web-{i}", containers={"app": f"{i:02d}" * 32}, resources={"app": CPU_2}))
     strategy = CPUBurst(env.cache, 1.0, env.metrics)
     cfg = spec(policy="cpuBurstOnly", cpuBurstPercent=150)
     strategy.reconcile(env.view(cfg), env.executor)

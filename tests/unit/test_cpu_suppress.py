@@ -33,10 +33,8 @@ from koordlet.qos.cpu_suppress import (
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import CgroupPath, HostApplicationSpec, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import agent_pod, node_view
 from tests.fakehost import CgroupValues, FakeHost
 
 NOW = 1_000_000.0
@@ -102,16 +100,11 @@ def test_be_suppress_milli(capacity, threshold, minimum, used, expected):
     assert be_suppress_milli(capacity, threshold, minimum, used) == expected
 
 
-def pod(uid, name, qos="Burstable", labels=None, annotations=None, containers=None, priority=None):
-    return pod_from_k8s(pod_object(uid, name, qos=qos, labels=labels, containers=containers, priority=priority,
-                                   annotations=annotations or {}))
-
-
 def test_be_pod_and_host_app_filters():
-    assert is_non_be_pod(pod(LS_UID, "ls"))
-    assert not is_non_be_pod(pod(BE_UID, "be-label", labels={"koordinator.sh/qosClass": "BE"}))
-    assert not is_non_be_pod(pod(BE_UID, "besteffort", qos="BestEffort"))
-    assert is_non_be_pod(pod(BE_UID, "lsr", qos="Guaranteed", labels={"koordinator.sh/qosClass": "LSR"}))
+    assert is_non_be_pod(agent_pod(LS_UID, "ls"))
+    assert not is_non_be_pod(agent_pod(BE_UID, "be-label", qos_class="BE"))
+    assert not is_non_be_pod(agent_pod(BE_UID, "besteffort", qos="BestEffort"))
+    assert is_non_be_pod(agent_pod(BE_UID, "lsr", qos="Guaranteed", qos_class="LSR"))
     be_dir = CgroupPath(base="KubepodsBesteffort")
     assert not is_non_be_host_app(HostApplicationSpec(name="a", qos="BE", cgroup_path=be_dir))
     assert is_non_be_host_app(HostApplicationSpec(name="a", qos="BE"))                 # BE but not under besteffort
@@ -213,9 +206,8 @@ class Env:
         self.strategy = CPUSuppress(self.cache, 1.0, self.metrics)
         self.be_dir = self.cg.layout.qos_dir(KubeQOS.BESTEFFORT)
         self.host.set_cgroup(self.be_dir, CgroupValues(cpuset="0-7"))
-        self.ls = self.add(pod(LS_UID, "web", containers={"app": "a" * 64}))
-        self.be = self.add(pod(BE_UID, "batch", qos="BestEffort", labels={"koordinator.sh/qosClass": "BE"},
-                               containers={"job": BE_CID}))
+        self.ls = self.add(agent_pod(LS_UID, "web", containers={"app": "a" * 64}))
+        self.be = self.add(agent_pod(BE_UID, "batch", qos="BestEffort", qos_class="BE", containers={"job": BE_CID}))
         self.host.set_cgroup(f"{self.be.cgroup_dir}/{SANDBOX}", CgroupValues(cpuset="0-7"))   # the pause container
 
     def add(self, p):
@@ -230,11 +222,11 @@ class Env:
                            Sample("pod_cpu_usage", (("pod_uid", BE_UID),), now - 0.5, be)])
 
     def view(self, spec, policy="none", **kw):
-        fields = dict(pods=(self.ls, self.be), slo=spec, host_apps=(), topology=ht_topology(),
+        fields = dict(pods=(self.ls, self.be), slo=spec, topology=ht_topology(),
                       node=NodeInfo("n1", capacity={"cpu": "8"}, allocatable={"cpu": "8"}),
                       cpu_manager_policy=policy, now=NOW, be_pools={0: (0, 1, 4, 5), 1: (2, 3, 6, 7)})
         fields.update(kw)
-        return NodeView(**fields)
+        return node_view(**fields)
 
     def cpuset(self, rel):
         with open(self.cg.path("cpuset", rel, "cpuset.cpus")) as f:
@@ -299,10 +291,10 @@ def test_cpuset_growth_is_capped_per_cycle(env):
 
 
 def test_lsr_pinned_cpus_share_and_lse_reserved_excluded(env):
-    lsr = env.add(pod(LSR_UID, "db", qos="Guaranteed", labels={"koordinator.sh/qosClass": "LSR"},
-                      annotations={"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": "2,6"})}))
-    lse = env.add(pod(LSE_UID, "rt", qos="Guaranteed", labels={"koordinator.sh/qosClass": "LSE"},
-                      annotations={"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": "3"})}))
+    lsr = env.add(agent_pod(LSR_UID, "db", qos="Guaranteed", qos_class="LSR",
+                            annotations={"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": "2,6"})}))
+    lse = env.add(agent_pod(LSE_UID, "rt", qos="Guaranteed", qos_class="LSE",
+                            annotations={"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": "3"})}))
     env.usage(node=2.0, ls=0.5, be=1.0)          # 5200-500-500 = 4200m -> 5 CPUs
     # no reported pools: the full BE set is online − reserved − LSE
     view = env.view(slo(enable=True, cpuSuppressThresholdPercent=65), pods=(env.ls, env.be, lsr, lse),

@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from koordlet.base import wire
 from koordlet.base.quantity import MAX_EXPONENT, parse_quantity
-from koordlet.host.cgroup import MAX_CPUS, KubeQOS, parse_cpu_list
+from koordlet.host.cgroup import MAX_CPUS, parse_cpu_list
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos, net_qos, resctrl
 from koordlet.qos.cpu_qos import CPUQOS
@@ -29,18 +30,17 @@ from koordlet.states.decode import MAX_BYTES, MAX_DEPTH, DecodeError
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import Pod, extended_resource_spec
+from koordlet.states.pod import extended_resource_spec
 from koordlet.states.pod import resource_status as pod_resource_status
 from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks
 from tests.budget import within_budget
+from tests.builders import agent_pod, node_view, pod_meta
 from tests.hookfeatures import hook_features
-from tests.unit.test_nri_hooks import be_spec, container, hooks, sandbox
+from tests.unit.test_nri_hooks import POOLS, be_spec, container, hooks, sandbox
 from tests.unit.test_nri_hooks import resources as adjusted
-from tests.unit.test_nri_hooks import view as hook_view
-from tests.unit.test_qos_rules import ALL_ON, BATCH, pod, slo
-from tests.unit.test_qos_strategies import build, fake_host, mkcg, value, with_uid
+from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
+from tests.unit.test_qos_strategies import build, fake_host, mkcg, value
 
 STATUS = wire.ANNOTATION_RESOURCE_STATUS
 DEEP = "[" * 5000                                   # json.loads alone raises RecursionError on this
@@ -65,10 +65,10 @@ HOSTILE = {
 }
 
 
-def mkpod(annotations: dict[str, str], qos: str = "LS", kube: KubeQOS = KubeQOS.BURSTABLE,
-          labels: dict[str, str] | None = None) -> Pod:
-    return Pod(uid="u-1", name="p", namespace="ns", kube_qos=kube, labels={wire.LABEL_QOS_CLASS: qos, **(labels or {})},
-               annotations=annotations, phase="Running")
+# the pod every parser is handed its annotation on; the isolation tests' pods are reported before a phase
+mkpod = partial(agent_pod, "u-1", "p", namespace="ns", qos_class="LS")
+pod = partial(agent_pod, namespace="ns", phase=None)
+C0 = f"{0:064x}"                           # container id
 
 
 RULE = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
@@ -78,9 +78,9 @@ QOS_STRATEGY = merge_node_slo_spec(None)[0].resource_qos
 # every annotation parser: (annotation key, call with the raw value); each raises DecodeError naming the key or
 # returns its value, and nothing else
 PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "resource_status": (STATUS, lambda raw: pod_resource_status(mkpod({STATUS: raw}))),
+    "resource_status": (STATUS, lambda raw: pod_resource_status(mkpod(annotations={STATUS: raw}))),
     "pod_bvt": (wire.ANNOTATION_POD_CPU_QOS,
-                lambda raw: cpu_qos.pod_bvt(RULE, mkpod({wire.ANNOTATION_POD_CPU_QOS: raw}))),
+                lambda raw: cpu_qos.pod_bvt(RULE, mkpod(annotations={wire.ANNOTATION_POD_CPU_QOS: raw}))),
     "oom_score_adj_spec": (wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, lambda raw: oom.container_oom_score_adj(
         {wire.ANNOTATION_OOM_SCORE_ADJ_SPEC: raw}, "c")),
     "oom_score_adj": (wire.ANNOTATION_OOM_SCORE_ADJ, lambda raw: oom.container_oom_score_adj(
@@ -90,16 +90,16 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
         {wire.ANNOTATION_EXTENDED_RESOURCE_SPEC: raw})),
     "pod_resctrl": (wire.ANNOTATION_POD_RESCTRL, resctrl.parse_pod_resctrl),
     "pod_limits": (wire.ANNOTATION_POD_NETWORK_QOS,
-                   lambda raw: net_qos.pod_limits(mkpod({wire.ANNOTATION_POD_NETWORK_QOS: raw}))),
+                   lambda raw: net_qos.pod_limits(mkpod(annotations={wire.ANNOTATION_POD_NETWORK_QOS: raw}))),
     "pod_burst_config": (wire.ANNOTATION_POD_CPU_BURST, lambda raw: cpu_burst.pod_burst_config(
-        mkpod({wire.ANNOTATION_POD_CPU_BURST: raw}), NODE_BURST)),
+        mkpod(annotations={wire.ANNOTATION_POD_CPU_BURST: raw}), NODE_BURST)),
     "pod_memory_qos": (wire.ANNOTATION_POD_MEMORY_QOS, lambda raw: memory_qos.pod_memory_qos(
-        mkpod({wire.ANNOTATION_POD_MEMORY_QOS: raw}), QOS_STRATEGY)),
+        mkpod(annotations={wire.ANNOTATION_POD_MEMORY_QOS: raw}), QOS_STRATEGY)),
     "pod_blocks": (wire.ANNOTATION_POD_BLKIO_QOS, lambda raw: blkio.pod_blocks({wire.ANNOTATION_POD_BLKIO_QOS: raw})),
     "eviction_policy": (wire.ANNOTATION_EVICTION_POLICY, lambda raw: evict.eviction_policy_allows(
-        mkpod({wire.ANNOTATION_EVICTION_POLICY: raw}), "BECPUEvict")),
+        mkpod(annotations={wire.ANNOTATION_EVICTION_POLICY: raw}), "BECPUEvict")),
     "eviction_priority": (wire.ANNOTATION_EVICTION_PRIORITY, lambda raw: evict.eviction_priority(
-        mkpod({wire.ANNOTATION_EVICTION_PRIORITY: raw}))),
+        mkpod(annotations={wire.ANNOTATION_EVICTION_PRIORITY: raw}))),
     "node_reservation": (wire.ANNOTATION_NODE_RESERVATION, cpu_suppress._reserved_milli),
 }
 
@@ -305,12 +305,13 @@ def test_hostile_values_cost_each_parser_little(name):
                          ids=["numa-int", "deep", "huge-cpu-range", "huge-exponent"])
 def test_bad_resource_status_costs_only_that_pods_pin(tmp_path, caplog, bad_status):
     _, cg, files = fake_host(tmp_path, files=())
-    bad = with_uid(pod("BE", "BestEffort", annotations={STATUS: bad_status}, containers=(BATCH,)), "u-bad")
-    other = with_uid(pod("BE", "BestEffort", containers=(BATCH,)), "u-other")
-    pinned = with_uid(pod("LSR", "Guaranteed", annotations={STATUS: '{"cpuset": "4-5"}'}, containers=({},)),
-                      "u-lsr")
+    batch = {"containers": {"c0": C0}, "resources": {"c0": BATCH}}
+    bad = pod("u-bad", "u-bad", qos_class="BE", qos="BestEffort", annotations={STATUS: bad_status}, **batch)
+    other = pod("u-other", "u-other", qos_class="BE", qos="BestEffort", **batch)
+    pinned = pod("u-lsr", "u-lsr", qos_class="LSR", qos="Guaranteed", annotations={STATUS: '{"cpuset": "4-5"}'},
+                 containers={"c0": C0}, resources={"c0": {}})
     metas = build(cg, files, [bad, other, pinned])
-    view = NodeView(metas, slo(), (), None, NodeInfo("n"), ls_pools={0: (0, 1, 2, 3)})  # type: ignore[arg-type]
+    view = node_view(pods=metas, ls_pools={0: (0, 1, 2, 3)})
     metrics = AgentMetrics("n")
     rec = Reconciler(Executor(cg), [PodResources()], metrics)
     with caplog.at_level(logging.WARNING):
@@ -328,11 +329,12 @@ def test_bad_resource_status_costs_only_that_pods_pin(tmp_path, caplog, bad_stat
 
 def test_bad_cpu_qos_annotation_costs_only_that_pods_annotation(tmp_path, caplog):
     paths, cg, files = fake_host(tmp_path)
-    good = with_uid(pod("LS", containers=({},), annotations={wire.ANNOTATION_POD_CPU_QOS:
-                                                             '{"enable": true, "groupIdentity": 1}'}), "u-good")
-    bad = with_uid(pod("LS", containers=({},), annotations={wire.ANNOTATION_POD_CPU_QOS: DEEP}), "u-bad")
+    one = {"containers": {"c0": C0}, "resources": {"c0": {}}}
+    good = pod("u-good", "u-good", qos_class="LS", **one,
+               annotations={wire.ANNOTATION_POD_CPU_QOS: '{"enable": true, "groupIdentity": 1}'})
+    bad = pod("u-bad", "u-bad", qos_class="LS", **one, annotations={wire.ANNOTATION_POD_CPU_QOS: DEEP})
     metas = build(cg, files, [good, bad])
-    view = NodeView(metas, slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON), (), None, NodeInfo("n"))  # type: ignore[arg-type]
+    view = node_view(pods=metas, slo=slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
     metrics = AgentMetrics("n")
     rec = Reconciler(Executor(cg), [PodResources(), CPUQOS(cg, paths)], metrics)
     with caplog.at_level(logging.WARNING):
@@ -347,7 +349,7 @@ def test_bad_cpu_qos_annotation_costs_only_that_pods_annotation(tmp_path, caplog
 
 @pytest.mark.parametrize("bad_status", [NUMA_INT, DEEP], ids=["numa-int", "deep"])
 def test_nri_bad_resource_status_loses_only_the_pin(tmp_path, caplog, bad_status):
-    h = hooks(tmp_path, hook_view(), features=hook_features("oom_score_adj"))
+    h = hooks(tmp_path, node_view(ls_pools=POOLS), features=hook_features("oom_score_adj"))
     bad = sandbox("u-bad", "BE", "besteffort", {STATUS: bad_status, **be_spec("c0"),
                                                  wire.ANNOTATION_OOM_SCORE_ADJ: "500"}, name="bad")
     other = sandbox("u-other", "LSR", "guaranteed", {STATUS: '{"cpuset": "4-5"}'})
@@ -364,7 +366,7 @@ def test_nri_bad_resource_status_loses_only_the_pin(tmp_path, caplog, bad_status
     (wire.ANNOTATION_OOM_SCORE_ADJ_SPEC, {"oom"}),
 ])
 def test_nri_other_hostile_annotations_lose_only_their_part(tmp_path, annotation, lost):
-    h = hooks(tmp_path, hook_view(), features=hook_features("oom_score_adj"))
+    h = hooks(tmp_path, node_view(ls_pools=POOLS), features=hook_features("oom_score_adj"))
     full = {**be_spec("c0"), wire.ANNOTATION_OOM_SCORE_ADJ_SPEC: '{"c0": 500}'}
     whole = sandbox("u-whole", "BE", "besteffort", full)
     want = adjusted(h.create_container(whole, container(whole)))
@@ -376,7 +378,7 @@ def test_nri_other_hostile_annotations_lose_only_their_part(tmp_path, annotation
 
 def test_nri_sandbox_with_bad_cpu_qos_gets_the_class_bvt(tmp_path):
     _, cg, _ = fake_host(tmp_path, files=("cpu.bvt_warp_ns",))
-    h = Hooks(hook_features(), cg.layout, lambda: hook_view(ls=ALL_ON), Executor(cg), bvt=True)
+    h = Hooks(hook_features(), cg.layout, lambda: node_view(slo=slo(ls=ALL_ON), ls_pools=POOLS), Executor(cg), bvt=True)
     bad = sandbox("u-bad", "LS", annotations={wire.ANNOTATION_POD_CPU_QOS: DEEP})
     mkcg(cg, "kubepods/burstable/podu-bad", ("cpu.bvt_warp_ns",))
     h.run_pod_sandbox(bad)
@@ -470,12 +472,13 @@ def test_property_cpu_list_raises_only_value_error_and_ids_are_in_range(raw):
 
 def test_valid_annotations_decode_as_before():
     """The shapes the scheduler and users write, through the routed parsers (values as before the decoder)."""
-    status = pod_resource_status(mkpod({STATUS: json.dumps(
+    status = pod_resource_status(mkpod(annotations={STATUS: json.dumps(
         {"cpuset": "5,4", "numaNodeResources": [{"node": 1, "resources": {"cpu": "2"}}, {"node": 0}]})}))
     assert (status.cpuset, status.numa_nodes) == ("4-5", (1,))
-    assert pod_resource_status(mkpod({STATUS: '{"cpuset": "", "numaNodeResources": null}'})).cpuset == ""
+    empty = mkpod(annotations={STATUS: '{"cpuset": "", "numaNodeResources": null}'})
+    assert pod_resource_status(empty).cpuset == ""
     with pytest.raises(DecodeError, match="more than 1024 entries"):
-        pod_resource_status(mkpod({STATUS: json.dumps({"numaNodeResources": [{"node": 0}] * 1025})}))
+        pod_resource_status(mkpod(annotations={STATUS: json.dumps({"numaNodeResources": [{"node": 0}] * 1025})}))
     alloc = parse_device_allocated(json.dumps({"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-core": "50"},
                                                          "id": "GPU-x"}], "rdma": None}))
     assert alloc["gpu"][0].minor == 1 and alloc["gpu"][0].resources == {"koordinator.sh/gpu-core": 50}
@@ -485,8 +488,8 @@ def test_valid_annotations_decode_as_before():
     assert oom.container_oom_score_adj({}, "c") is None
     assert cpu_suppress._reserved_milli('{"resources": {"cpu": "1500m"}}') == 1500
     assert cpu_suppress._reserved_milli('{"resources": {"cpu": "1500m"}, "reservedCPUs": "0-2"}') == 3000
-    assert evict.eviction_priority(mkpod({wire.ANNOTATION_EVICTION_PRIORITY: "-3"})) == -3
-    assert not evict.eviction_policy_allows(mkpod({wire.ANNOTATION_EVICTION_POLICY: "null"}), "BECPUEvict")
+    assert evict.eviction_priority(mkpod(annotations={wire.ANNOTATION_EVICTION_PRIORITY: "-3"})) == -3
+    assert not evict.eviction_policy_allows(mkpod(annotations={wire.ANNOTATION_EVICTION_POLICY: "null"}), "BECPUEvict")
     spec = extended_resource_spec({wire.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"c": BATCH}})})
     assert spec["c"].batch_cpu_request == 500 and spec["c"].batch_memory_limit == 2 << 30
 
@@ -496,10 +499,11 @@ def test_valid_annotations_decode_as_before():
                          ids=["deep", "scalar-field", "oversize", "huge-exponent"])
 def test_podresources_merge_lists_the_bad_pod_without_devices_and_the_others_with(hostile):
     from koordlet.podresources.merge import merge
-    from tests.unit.test_podresources_merge import RDMA_PF, VF_A, rdma
-    from tests.unit.test_podresources_merge import pod as spec_pod
-    good = spec_pod("good", [("app", {wire.RESOURCE_RDMA: "1"})], {"rdma": [rdma(RDMA_PF, VF_A)]})
-    bad = spec_pod("bad", [("app", {wire.RESOURCE_RDMA: "1"})], hostile, uid="99999999-2222-3333-4444-555555555555")
+    from tests.unit.test_podresources_merge import RDMA_PF, UID, VF_A, allocated, limited, rdma
+    nic = [limited("app", {wire.RESOURCE_RDMA: "1"})]
+    good = agent_pod(UID, "good", qos=None, spec_containers=nic, annotations=allocated({"rdma": [rdma(RDMA_PF, VF_A)]}))
+    bad = agent_pod("99999999-2222-3333-4444-555555555555", "bad", qos=None, spec_containers=nic,
+                    annotations=allocated(hostile))
     merged = merge([], [bad, good])
     listed = {p.name: [(d.resource_name, list(d.device_ids)) for c in p.containers for d in c.devices]
               for p in merged.response.pod_resources}
@@ -522,11 +526,11 @@ def test_node_pools_ignore_only_the_bad_pin(hostile):
     """The pools every strategy and the NRT report use: a bad pod's pin is ignored, the other pins are taken out
     (a RecursionError here would skip every QoS cycle)."""
     from koordlet.states.pools import cpu_pools
-    from tests.unit.test_nrt import meta, two_socket_topology
+    from tests.unit.test_nrt import two_socket_topology
     topo = two_socket_topology()
-    pods = [meta("aaaaaaaa-0000-0000-0000-000000000001", "bad", annotations={STATUS: hostile}),
-            meta("aaaaaaaa-0000-0000-0000-000000000002", "pinned", labels={wire.LABEL_QOS_CLASS: "LSR"},
-                 annotations={STATUS: '{"cpuset": "0-1"}'})]
+    pods = [pod_meta("aaaaaaaa-0000-0000-0000-000000000001", "bad", annotations={STATUS: hostile}),
+            pod_meta("aaaaaaaa-0000-0000-0000-000000000002", "pinned", qos_class="LSR",
+                     annotations={STATUS: '{"cpuset": "0-1"}'})]
     node = NodeInfo("n", annotations={wire.ANNOTATION_NODE_RESERVATION: hostile,
                                       wire.ANNOTATION_SYSTEM_QOS_RESOURCE: hostile})
     pools = cpu_pools(topo, pods, node, None)

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
+from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, Layout
 from koordlet.host.topology import CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.ops.metrics import AgentMetrics
@@ -39,34 +39,30 @@ from koordlet.qos.evict import (
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import ResourceThresholdStrategy, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import agent_pod, node_view, pod_meta, pod_object
 from tests.fakehost import CgroupValues, FakeHost
 
 NOW = 1_000_000.0
 GiB = 2**30
 BE = {"koordinator.sh/qosClass": "BE"}
 ENABLED = {"koordinator.sh/eviction-enabled": "true"}
+LAYOUT = Layout(Driver.CGROUPFS)
 
 
 def uid(n: int) -> str:
     return f"22222222-0000-0000-0000-{n:012d}"
 
 
-def make_pod(n, name=None, *, qos="Burstable", labels=None, annotations=None, priority=None, phase="Running",
-             batch_cpu=None, cid=None, deleting=False):
-    return pod_object(uid(n), name or f"p{n}", qos=qos, labels=labels, priority=priority,
-                      containers={"c": cid or f"{n:064x}"}, annotations=annotations or {}, phase=phase,
-                      resources=None if batch_cpu is None else {
-                          "c": {"requests": {"kubernetes.io/batch-cpu": str(batch_cpu)}}},
-                      deleting="2024-01-01T00:00:00Z" if deleting else None)
+def cid(n: int) -> str:
+    """Pod n's one container's id (its container is c)."""
+    return f"{n:064x}"
 
 
-def meta(*args, **kw):
-    from koordlet.host.cgroup import Layout
-    return meta_for(pod_from_k8s(make_pod(*args, **kw)), Layout(Driver.CGROUPFS))
+def batch_cpu(milli: int) -> dict:
+    """The resources of a container asking for ``milli`` batch CPU."""
+    return {"requests": {"kubernetes.io/batch-cpu": str(milli)}}
 
 
 def names(infos):
@@ -87,8 +83,8 @@ def names(infos):
     ('["BECPUEvict", 3]', "BECPUEvict", ValueError),
 ])
 def test_eviction_policy(annotation, gate, expected):
-    p = pod_from_k8s(make_pod(1, annotations={} if annotation is None else
-                              {"koordinator.sh/eviction-policy": annotation}))
+    p = agent_pod(uid(1), "p1", containers={"c": cid(1)},
+                  annotations={} if annotation is None else {"koordinator.sh/eviction-policy": annotation})
     if expected is ValueError:
         with pytest.raises(ValueError):
             eviction_policy_allows(p, gate)
@@ -99,7 +95,8 @@ def test_eviction_policy(annotation, gate, expected):
 @pytest.mark.parametrize("raw,expected", [(None, 0), ("5", 5), ("-3", -3), ("+2", 2), ("2147483647", 2147483647),
                                           ("2147483648", ValueError), ("abc", ValueError), ("1.5", ValueError)])
 def test_eviction_priority(raw, expected):
-    p = pod_from_k8s(make_pod(1, annotations={} if raw is None else {"koordinator.sh/eviction-priority": raw}))
+    p = agent_pod(uid(1), "p1", containers={"c": cid(1)},
+                  annotations={} if raw is None else {"koordinator.sh/eviction-priority": raw})
     if expected is ValueError:
         with pytest.raises(ValueError):
             eviction_priority(p)
@@ -110,7 +107,8 @@ def test_eviction_priority(raw, expected):
 @pytest.mark.parametrize("raw,expected", [(None, 42), ("7", 7), ("+7", 7), ("-7", -7), (" 7", 42), ("1_0", 42),
                                           ("x", 42)])
 def test_label_priority_is_atoi(raw, expected):
-    p = pod_from_k8s(make_pod(1, labels={} if raw is None else {"koordinator.sh/priority": raw}))
+    p = agent_pod(uid(1), "p1", containers={"c": cid(1)},
+                  labels={} if raw is None else {"koordinator.sh/priority": raw})
     assert label_priority(p, 42) == expected
 
 
@@ -123,19 +121,21 @@ def test_label_priority_is_atoi(raw, expected):
     (dict(priority=3200), 3200),
 ])
 def test_priority_value_with_default(kw, expected):
-    assert priority_value(pod_from_k8s(make_pod(1, **kw))) == expected
+    assert priority_value(agent_pod(uid(1), "p1", containers={"c": cid(1)}, **kw)) == expected
 
 
 # ----------------------------------------------------------------------------------------------------------
 # victims
 
 def test_be_cpu_victims_order_and_filters():
-    pods = [meta(1, "low-prio-idle", labels=BE, priority=5000, batch_cpu=1000),
-            meta(2, "busy", labels=BE, priority=5500, batch_cpu=1000),
-            meta(3, "idle", labels=BE, priority=5500, batch_cpu=2000),
-            meta(4, "ls", priority=5500, batch_cpu=1000),                     # not raw BE
-            meta(5, "opted-out", labels=BE, batch_cpu=1000,
-                 annotations={"koordinator.sh/eviction-policy": '["BEMemoryEvict"]'})]
+    pods = [pod_meta(uid(n), name, containers={"c": cid(n)}, resources={"c": batch_cpu(milli)}, layout=LAYOUT, **kw)
+            for n, name, milli, kw in [
+                (1, "low-prio-idle", 1000, dict(labels=BE, priority=5000)),
+                (2, "busy", 1000, dict(labels=BE, priority=5500)),
+                (3, "idle", 2000, dict(labels=BE, priority=5500)),
+                (4, "ls", 1000, dict(priority=5500)),                           # not raw BE
+                (5, "opted-out", 1000, dict(labels=BE,
+                                            annotations={"koordinator.sh/eviction-policy": '["BEMemoryEvict"]'}))]]
     used = {uid(1): 100, uid(2): 900, uid(3): 400}
     got = be_cpu_victims(pods, used)
     assert names(got) == ["low-prio-idle", "busy", "idle"]       # priority, then usage/request desc
@@ -144,25 +144,27 @@ def test_be_cpu_victims_order_and_filters():
 
 
 def test_be_memory_victims_order():
-    pods = [meta(1, "a-zero", labels=BE, priority=5500), meta(2, "b-zero", labels=BE, priority=5500),
-            meta(3, "small", labels=BE, priority=5500), meta(4, "big", labels=BE, priority=5500),
-            meta(5, "lowest-prio", labels=BE, priority=5000)]
+    pods = [pod_meta(uid(n), name, labels=BE, priority=priority, containers={"c": cid(n)}, layout=LAYOUT)
+            for n, name, priority in [(1, "a-zero", 5500), (2, "b-zero", 5500), (3, "small", 5500), (4, "big", 5500),
+                                      (5, "lowest-prio", 5000)]]
     used = {uid(3): 1 * GiB, uid(4): 3 * GiB, uid(5): 1}
     assert names(be_memory_victims(pods, used)) == ["lowest-prio", "big", "small", "b-zero", "a-zero"]
 
 
 def test_priority_victims_filters_and_sort(caplog):
     e = dict(labels=ENABLED)
-    pods = [meta(1, "a", priority=5000, **e),
-            meta(2, "b", priority=5000, annotations={"koordinator.sh/eviction-priority": "-1"}, **e),
-            meta(3, "c", priority=4000, **e),
-            meta(4, "d", priority=5000, labels={**ENABLED, "koordinator.sh/priority": "-5"}),
-            meta(5, "no-label", priority=4000),
-            meta(6, "too-high", priority=9000, **e),
-            meta(7, "done", priority=4000, phase="Succeeded", **e),
-            meta(8, "no-metric", priority=4000, **e),
-            meta(9, "bad-policy", priority=4000, annotations={"koordinator.sh/eviction-policy": "{"}, **e),
-            meta(10, "bad-prio", priority=5000, annotations={"koordinator.sh/eviction-priority": "x"}, **e)]
+    pods = [pod_meta(uid(n), name, priority=priority, containers={"c": cid(n)}, layout=LAYOUT, **kw)
+            for n, name, priority, kw in [
+                (1, "a", 5000, e),
+                (2, "b", 5000, dict(annotations={"koordinator.sh/eviction-priority": "-1"}, **e)),
+                (3, "c", 4000, e),
+                (4, "d", 5000, dict(labels={**ENABLED, "koordinator.sh/priority": "-5"})),
+                (5, "no-label", 4000, {}),
+                (6, "too-high", 9000, e),
+                (7, "done", 4000, dict(phase="Succeeded", **e)),
+                (8, "no-metric", 4000, e),
+                (9, "bad-policy", 4000, dict(annotations={"koordinator.sh/eviction-policy": "{"}, **e)),
+                (10, "bad-prio", 5000, dict(annotations={"koordinator.sh/eviction-priority": "x"}, **e))]]
     used = {uid(n): 100 * n for n in (1, 2, 3, 4, 5, 6, 7, 9, 10)}
     from koordlet.base.logutil import LogOnce
     bad = LogOnce(logging.getLogger("test"))
@@ -262,7 +264,8 @@ def test_memory_release(used, kw, expected):
 # the shared release account
 
 def info(n, mem):
-    return PodEvictInfo(meta(n, labels=BE), memory_used=mem)
+    return PodEvictInfo(pod_meta(uid(n), f"p{n}", labels=BE, containers={"c": cid(n)}, layout=LAYOUT),
+                        memory_used=mem)
 
 
 def task(gate, victims, release):
@@ -337,10 +340,9 @@ class Env:
                           [Sample("pod_memory_usage", (("pod_uid", u),), now - 0.5, v) for u, v in pods.items()])
 
     def view(self, spec, now=NOW, **kw):
-        fields = dict(pods=tuple(self.metas), slo=spec, host_apps=(), topology=self.topology,
-                      node=NodeInfo("n1"), now=now)
+        fields = dict(pods=self.metas, slo=spec, topology=self.topology, node=NodeInfo("n1"), now=now)
         fields.update(kw)
-        return NodeView(**fields)
+        return node_view(**fields)
 
     def count(self, gate, result):
         return self.metrics.pod_eviction_attempts.labels("n1", gate, result)._value.get()
@@ -348,8 +350,8 @@ class Env:
 
 def test_standalone_would_evict_once_and_memory_cool_down(tmp_path, caplog):
     env = Env(tmp_path, {"BEMemoryEvict"})
-    env.add(make_pod(1, "be-a", qos="BestEffort", labels=BE))
-    env.add(make_pod(2, "be-b", qos="BestEffort", labels=BE))
+    env.add(pod_object(uid(1), "be-a", qos="BestEffort", labels=BE, containers={"c": cid(1)}))
+    env.add(pod_object(uid(2), "be-b", qos="BestEffort", labels=BE, containers={"c": cid(2)}))
     caplog.set_level(logging.WARNING, "koordlet.qos.evict")
     # 12 GiB of 16 = 75% >= 70: release 16·(75-68)% = 1.12 GiB; be-a uses 2 GiB -> one victim
     env.memory(12 * GiB, {uid(1): 2 * GiB, uid(2): 1 * GiB})
@@ -371,7 +373,7 @@ def test_standalone_would_evict_once_and_memory_cool_down(tmp_path, caplog):
 
 def test_cpu_cool_down_starts_with_the_agent(tmp_path):
     env = Env(tmp_path, {"CPUEvict"})
-    env.add(make_pod(1, "victim", labels=ENABLED, priority=5000))
+    env.add(pod_object(uid(1), "victim", labels=ENABLED, priority=5000, containers={"c": cid(1)}))
     spec = slo(enable=True, cpuEvictThresholdPercent=50, evictEnabledPriorityThreshold=5999)
     env.cache.append([Sample("node_cpu_usage", (), NOW - 0.5, 3.5),
                       Sample("pod_cpu_usage", (("pod_uid", uid(1)),), NOW - 0.5, 3.0)])
@@ -385,12 +387,12 @@ def test_cpu_cool_down_starts_with_the_agent(tmp_path):
 
 def test_gates_and_nodeslo_enable_decide_what_runs(tmp_path):
     env = Env(tmp_path, {"MemoryEvict"})             # BEMemoryEvict not enabled: BE pods are not its victims
-    env.add(make_pod(1, "be", qos="BestEffort", labels=BE))
+    env.add(pod_object(uid(1), "be", qos="BestEffort", labels=BE, containers={"c": cid(1)}))
     env.memory(15 * GiB, {uid(1): 4 * GiB})
     env.evictor.reconcile(env.view(slo(**MEM_SLO, evictEnabledPriorityThreshold=5999)), env.executor)
     assert env.count("MemoryEvict", "would_evict") == 0       # no eviction-enabled label
     env2 = Env(tmp_path / "2", {"BEMemoryEvict"})
-    env2.add(make_pod(1, "be", qos="BestEffort", labels=BE))
+    env2.add(pod_object(uid(1), "be", qos="BestEffort", labels=BE, containers={"c": cid(1)}))
     env2.memory(15 * GiB, {uid(1): 4 * GiB})
     env2.evictor.reconcile(env2.view(slo(enable=False, memoryEvictThresholdPercent=70)), env2.executor)
     assert env2.count("BEMemoryEvict", "would_evict") == 0    # resourceUsedThresholdWithBE.enable false
@@ -400,8 +402,9 @@ def test_gates_and_nodeslo_enable_decide_what_runs(tmp_path):
 
 def test_terminating_pod_is_not_evicted_again(tmp_path):
     env = Env(tmp_path, {"BEMemoryEvict"})
-    env.add(make_pod(1, "going", qos="BestEffort", labels=BE, deleting=True))
-    env.add(make_pod(2, "next", qos="BestEffort", labels=BE))
+    env.add(pod_object(uid(1), "going", qos="BestEffort", labels=BE, containers={"c": cid(1)},
+                       deleting="2024-01-01T00:00:00Z"))
+    env.add(pod_object(uid(2), "next", qos="BestEffort", labels=BE, containers={"c": cid(2)}))
     env.memory(12 * GiB, {uid(1): 2 * GiB, uid(2): 1 * GiB})
     env.evictor.reconcile(env.view(slo(**MEM_SLO)), env.executor)
     assert env.count("BEMemoryEvict", "would_evict") == 0     # the terminating pod's 2 GiB already cover it
@@ -409,7 +412,7 @@ def test_terminating_pod_is_not_evicted_again(tmp_path):
 
 def test_standalone_kill_signals_the_pod_processes(tmp_path):
     env = Env(tmp_path, {"BEMemoryEvict"}, kill_standalone=True)
-    m = env.add(make_pod(1, "be", qos="BestEffort", labels=BE, cid="a" * 64))
+    m = env.add(pod_object(uid(1), "be", qos="BestEffort", labels=BE, containers={"c": "a" * 64}))
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
         # the fake cgroup lists our own child as the container's process
@@ -428,7 +431,7 @@ def test_standalone_kill_signals_the_pod_processes(tmp_path):
             sleeper.wait()
     # a pod whose cgroup is gone cannot be killed: counted as a failure, not an exception
     env2 = Env(tmp_path / "2", {"BEMemoryEvict"}, kill_standalone=True)
-    gone = env2.add(make_pod(2, "gone", qos="BestEffort", labels=BE))
+    gone = env2.add(pod_object(uid(2), "gone", qos="BestEffort", labels=BE, containers={"c": cid(2)}))
     env2.host.remove(gone.cgroup_dir)
     env2.memory(12 * GiB, {uid(2): 2 * GiB})
     env2.evictor.reconcile(env2.view(slo(**MEM_SLO)), env2.executor)
@@ -444,8 +447,8 @@ def test_cluster_path_evicts_with_uid_precondition_and_records_events(tmp_path):
 
     with ApiServerDouble() as double:
         pods = "/api/v1/namespaces/default/pods"
-        a = make_pod(1, "be-a", qos="BestEffort", labels=BE)
-        b = make_pod(2, "be-b", qos="BestEffort", labels=BE)
+        a = pod_object(uid(1), "be-a", qos="BestEffort", labels=BE, containers={"c": cid(1)})
+        b = pod_object(uid(2), "be-b", qos="BestEffort", labels=BE, containers={"c": cid(2)})
         double.put(pods, a)
         double.put(pods, b)
         api = KubeApi(double.write_kubeconfig(tmp_path / "kubeconfig"), timeout=2.0)

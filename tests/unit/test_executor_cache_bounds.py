@@ -27,6 +27,7 @@ def host(request, tmp_path) -> FakeHost:
 CHURN = {CgroupVersion.V1: 600, CgroupVersion.V2: 2000}
 
 
+@pytest.mark.slow
 def test_cache_stays_bounded_by_live_pods_through_2000_pods_of_churn(host):
     cg = Cgroups.detect(host.paths)
     clock = Clock()                  # frozen: the expiry sweep never runs, so the live-set prune does all the work

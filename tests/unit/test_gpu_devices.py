@@ -37,10 +37,8 @@ from koordlet.ops.metrics import AgentMetrics
 from koordlet.reporters import device
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction, parse_device_allocated
-from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 from tests.waits import wait_for
 
@@ -660,9 +658,8 @@ def test_usage_attribution_with_real_processes(tmp_path, monkeypatch):
     lib = install(monkeypatch, host.paths, fakenvml.l40s_pcie4)
     host.add_pod(KubeQOS.BURSTABLE, "u-a", containers={A: CgroupValues()})
     host.add_pod(KubeQOS.BESTEFFORT, "u-b", containers={B: CgroupValues()})
-    pod_a = meta_for(pod_from_k8s(pod_object("u-a", "trainer", namespace="ml", containers={"main": A})), host.layout)
-    pod_b = meta_for(pod_from_k8s(pod_object("u-b", "infer", namespace="ml", qos="BestEffort",
-                                             containers={"srv": B})), host.layout)
+    pod_a = pod_meta("u-a", "trainer", namespace="ml", containers={"main": A}, layout=host.layout)
+    pod_b = pod_meta("u-b", "infer", namespace="ml", qos="BestEffort", containers={"srv": B}, layout=host.layout)
     assert pod_a.containers[0][1] == f"kubepods/burstable/podu-a/{A}"
     metrics = AgentMetrics("n1")
     devices = GpuDevices.open(host.paths, metrics)
@@ -745,7 +742,7 @@ def test_usage_attribution_cgroup_v2_systemd(tmp_path, monkeypatch):
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)
     lib = install(monkeypatch, host.paths, fakenvml.l40s_pcie4)
     host.add_pod(KubeQOS.GUARANTEED, "u-g", containers={C: CgroupValues()})
-    pod = meta_for(pod_from_k8s(pod_object("u-g", "llm", qos="Guaranteed", containers={"main": C})), host.layout)
+    pod = pod_meta("u-g", "llm", qos="Guaranteed", containers={"main": C}, layout=host.layout)
     devices = GpuDevices.open(host.paths, AgentMetrics("n1"))
     (proc,) = start_sleepers(1)
     try:
@@ -762,13 +759,6 @@ def test_usage_attribution_cgroup_v2_systemd(tmp_path, monkeypatch):
 # ============================================================================================ 6. MIG
 
 
-def annotated_pod(uid: str, name: str, annotation: str | None, cid: str, layout: Layout) -> PodMeta:
-    obj = pod_object(uid, name, containers={"main": cid})
-    if annotation is not None:
-        obj["metadata"]["annotations"] = {wire.ANNOTATION_DEVICE_ALLOCATED: annotation}
-    return meta_for(pod_from_k8s(obj), layout)
-
-
 def half_card(minor: int) -> str:
     return json.dumps({"gpu": [{"minor": minor, "resources": {"koordinator.sh/gpu-core": "50",
                                                               "koordinator.sh/gpu-memory": "40Gi",
@@ -781,11 +771,15 @@ def test_mig_usage_attributed_by_annotation(tmp_path, monkeypatch, caplog):
     gpu = lib._gpu(A100_BUS)
     gpu.memory_used = 30 * GiB
     gpu.processes = [(4242, 12 * GiB), (4343, 17 * GiB)]        # NVML lists them, but cannot split SM use
-    pods = [annotated_pod("u-1", "mig-a", half_card(0), A, host.layout),
-            annotated_pod("u-2", "mig-b", half_card(0), B, host.layout),
-            annotated_pod("u-3", "broken", '{"gpu": [{"minor": 0, "resources": ', C, host.layout),
-            annotated_pod("u-4", "other-gpu", half_card(1), "d" * 64, host.layout),
-            annotated_pod("u-5", "plain", None, "e" * 64, host.layout)]
+    pods = [pod_meta("u-1", "mig-a", containers={"main": A}, layout=host.layout,
+                     annotations={wire.ANNOTATION_DEVICE_ALLOCATED: half_card(0)}),
+            pod_meta("u-2", "mig-b", containers={"main": B}, layout=host.layout,
+                     annotations={wire.ANNOTATION_DEVICE_ALLOCATED: half_card(0)}),
+            pod_meta("u-3", "broken", containers={"main": C}, layout=host.layout,
+                     annotations={wire.ANNOTATION_DEVICE_ALLOCATED: '{"gpu": [{"minor": 0, "resources": '}),
+            pod_meta("u-4", "other-gpu", containers={"main": "d" * 64}, layout=host.layout,
+                     annotations={wire.ANNOTATION_DEVICE_ALLOCATED: half_card(1)}),
+            pod_meta("u-5", "plain", containers={"main": "e" * 64}, layout=host.layout)]
     metrics = AgentMetrics("n1")
     devices = GpuDevices.open(host.paths, metrics)
     with caplog.at_level(logging.WARNING, logger="koordlet.collectors.gpu"):
@@ -808,7 +802,8 @@ def test_mig_usage_attributed_by_annotation(tmp_path, monkeypatch, caplog):
 
     # unequal shares split by gpu-memory-ratio
     quarter = half_card(0).replace('"50"', '"25"')
-    pods[1] = annotated_pod("u-2", "mig-b", quarter, B, host.layout)
+    pods[1] = pod_meta("u-2", "mig-b", containers={"main": B}, layout=host.layout,
+                     annotations={wire.ANNOTATION_DEVICE_ALLOCATED: quarter})
     s = by_key(devices.collect(Tick(NOW + 1, pods)))
     assert s[("pod_gpu_memory_usage", gpu_labels(0, u, pod_uid="u-1"))] == 20 * GiB
     assert s[("pod_gpu_memory_usage", gpu_labels(0, u, pod_uid="u-2"))] == 10 * GiB
@@ -842,8 +837,8 @@ def test_node_metric_devices():
         samples += [Sample("pod_gpu_core_usage", lb, ts, core), Sample("pod_gpu_memory_usage", lb, ts, memory)]
     cache.append(samples)
     layout = Layout(Driver.CGROUPFS)
-    pod_a = meta_for(pod_from_k8s(pod_object("u-a", "trainer", containers={"main": A})), layout)
-    pod_c = meta_for(pod_from_k8s(pod_object("u-c", "cpu-only", containers={"main": C})), layout)
+    pod_a = pod_meta("u-a", "trainer", containers={"main": A}, layout=layout)
+    pod_c = pod_meta("u-c", "cpu-only", containers={"main": C}, layout=layout)
     status = NodeMetricBuilder(cache, CollectPolicy()).status([pod_a, pod_c], NOW, None, (), gpus)
     node = status["nodeMetric"]["nodeUsage"]
     assert node["resources"] == {"cpu": "2", "memory": "4Gi"}

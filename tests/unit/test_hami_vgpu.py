@@ -18,9 +18,7 @@ from koordlet.host import hamicore
 from koordlet.host.cgroup import Driver, Layout
 from koordlet.ops.config import build
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 
 UID = "33333333-0000-0000-0000-000000000001"
 GPU0, GPU1 = "GPU-" + "a" * 36, "GPU-" + "b" * 36
@@ -72,11 +70,6 @@ def test_region_refused(tmp_path: Any, damage: str, message: str) -> None:
         hamicore.read_shared_region(lib.path)
 
 
-def pod_meta(containers: dict[str, str]) -> Any:
-    return meta_for(pod_from_k8s(pod_object(UID, "trainer", namespace="ml", containers=containers)),
-                    Layout(Driver.SYSTEMD))
-
-
 def gauge(m: AgentMetrics, name: str, container: str, index: str, uuid: str) -> float | None:
     return m.registry.get_sample_value(name, {"node": "n1", "pod_uid": UID, "pod_name": "trainer",
                                               "pod_namespace": "ml", "container_name": container,
@@ -94,7 +87,8 @@ def test_collector_exports_each_container_and_forgets_gone_ones(tmp_path: Any, c
     FakeLibvgpu(str(root / "44444444-0000-0000-0000-000000000009_x" / "y.cache"), [(GPU1, GiB, 0)])
     m = AgentMetrics("n1")
     collector = hami_vgpu.HamiVGPUCollector(str(root), m)
-    tick = Tick(1.0, (pod_meta({"main": "a" * 64, "sidecar": "b" * 64}),))
+    tick = Tick(1.0, (pod_meta(UID, "trainer", namespace="ml", containers={"main": "a" * 64, "sidecar": "b" * 64},
+                                layout=Layout(Driver.SYSTEMD)),))
     assert collector.collect(tick) == []
     assert gauge(m, "koordlet_container_vgpu_memory_used_bytes", "main", "0", GPU0) == 3 * GiB
     assert gauge(m, "koordlet_container_vgpu_memory_limit_bytes", "main", "0", GPU0) == 8 * GiB

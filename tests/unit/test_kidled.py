@@ -27,10 +27,8 @@ from koordlet.host.kidled import (
 )
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.hostapps import HostApp
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 
 A, B = "a" * 64, "b" * 64
@@ -176,8 +174,8 @@ def pods_and_apps(host, cg):
     host.add_pod(KubeQOS.BESTEFFORT, "u-be", CgroupValues(anon=10 * MiB, inactive_file=MiB),
                  {B: CgroupValues(anon=10 * MiB)})
     host.set_cgroup("host-latency-sensitive/nginx", CgroupValues(anon=40 * MiB, inactive_file=60 * MiB))
-    ls = meta_for(pod_from_k8s(pod_object("u-ls", "web", containers={"app": A})), cg.layout)
-    be = meta_for(pod_from_k8s(pod_object("u-be", "batch", qos="BestEffort", containers={"job": B})), cg.layout)
+    ls = pod_meta("u-ls", "web", containers={"app": A}, layout=cg.layout)
+    be = pod_meta("u-be", "batch", qos="BestEffort", containers={"job": B}, layout=cg.layout)
     app = HostApp("nginx", "koord-prod", "LS", "host-latency-sensitive/nginx")
     return (ls, be), [app]
 

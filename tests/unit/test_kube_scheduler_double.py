@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ from doubles.stand_in_extenders import (
     upstream_nodes,
     upstream_pod,
 )
+from tests.builders import pod_object
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -51,15 +53,9 @@ def nodes(*names: str) -> list[dict[str, Any]]:
     return [node(n) for n in names]
 
 
-def pod(name: str = "p", *, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None,
-        init: dict[str, str] | None = None, node_name: str | None = None, uid: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {
-        **({"requests": requests} if requests else {}), **({"limits": limits} if limits else {})}}]}
-    if init:
-        spec["initContainers"] = [{"name": "i", "resources": {"limits": init}}]
-    if node_name:
-        spec["nodeName"] = node_name
-    return {"metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"}, "spec": spec}
+# a pod as the scheduler is handed it: metadata and a spec (one container, c, asking for what a test gives), no status
+pod = partial(pod_object, uid="uid-p", name="p", resources={"c": {}}, qos=None, phase=None, status_key=False,
+              statuses=False, api_version=False, labels_key=False)
 
 
 def filter_reply(**fields: Any) -> dict[str, Any]:
@@ -128,10 +124,12 @@ def test_a_pod_without_the_managed_resource_skips_the_binder_and_the_default_bin
 
 def test_is_interested_in_requests_or_limits_of_containers_and_init_containers() -> None:
     gpu = ExtenderConfig("http://x", managed_resources=(ManagedResource("nvidia.com/gpu"),))
-    assert gpu.is_interested(pod(requests={"nvidia.com/gpu": "1"}))
-    assert gpu.is_interested(pod(limits={"nvidia.com/gpu": "1"}))
-    assert gpu.is_interested(pod(requests={"cpu": "1"}, init={"nvidia.com/gpu": "1"}))
-    assert not gpu.is_interested(pod(requests={"cpu": "1"}, limits={"koordinator.sh/gpu": "1"}))
+    assert gpu.is_interested(pod(resources={"c": {"requests": {"nvidia.com/gpu": "1"}}}))
+    assert gpu.is_interested(pod(resources={"c": {"limits": {"nvidia.com/gpu": "1"}}}))
+    assert gpu.is_interested(pod(resources={"c": {"requests": {"cpu": "1"}}},
+                                 init_containers=[{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]))
+    assert not gpu.is_interested(pod(resources={"c": {"requests": {"cpu": "1"},
+                                                      "limits": {"koordinator.sh/gpu": "1"}}}))
     assert ExtenderConfig("http://x").is_interested(pod())  # nothing managed: every pod
 
 
@@ -141,7 +139,8 @@ def test_an_uninterested_extender_is_never_called() -> None:
                                 weight=1, node_cache_capable=True,
                                 managed_resources=(ManagedResource("nvidia.com/gpu"),))
         with KubeSchedulerDouble([config], api=None) as scheduler:
-            result = scheduler.schedule_one(pod(requests={"cpu": "1"}), [node("a", cpu="4"), node("b", cpu="4")])
+            result = scheduler.schedule_one(pod(resources={"c": {"requests": {"cpu": "1"}}}),
+                                            [node("a", cpu="4"), node("b", cpu="4")])
     assert result.node in ("a", "b") and result.bound_by == ""
     assert gpu.requests == []
 
@@ -238,14 +237,15 @@ def test_replies_are_decoded_as_go_decodes_them() -> None:
 
 def test_node_resources_fit_counts_assigned_pods_and_skips_ignored_resources() -> None:
     fits = [node("small", cpu="2"), node("big", cpu="8")]
-    assigned = [pod("old", requests={"cpu": "7"}, node_name="big")]
+    assigned = [pod(uid="uid-old", name="old", resources={"c": {"requests": {"cpu": "7"}}}, node="big")]
+    wants = {"c": {"requests": {"cpu": "2", "foo.com/bar": "1"}}}
     with KubeSchedulerDouble([], api=None) as scheduler:
-        result = scheduler.schedule_one(pod(requests={"cpu": "2", "foo.com/bar": "1"}), fits, assigned=assigned)
+        result = scheduler.schedule_one(pod(resources=wants), fits, assigned=assigned)
     assert result.node is None
     assert result.reason == "0/2 nodes are available: 1 Insufficient cpu, 2 Insufficient foo.com/bar."
     ignoring = ExtenderConfig("http://127.0.0.1:9", managed_resources=(ManagedResource("foo.com/bar", True),))
     with KubeSchedulerDouble([ignoring], api=None) as scheduler:
-        result = scheduler.schedule_one(pod(requests={"cpu": "2", "foo.com/bar": "1"}), fits, assigned=assigned)
+        result = scheduler.schedule_one(pod(resources=wants), fits, assigned=assigned)
     assert result.node == "small" and result.filtered == {"big": "Insufficient cpu"}
 
 
@@ -309,7 +309,7 @@ def test_ties_are_broken_by_the_seeded_reservoir_sample() -> None:
 
 
 def test_an_ignorable_binder_that_fails_falls_back_to_the_default_binder(api: ApiServerDouble) -> None:
-    stored = api.add_pod(pod("gpu-0", requests={"nvidia.com/gpu": "1"}))
+    stored = api.add_pod(pod(uid="uid-gpu-0", name="gpu-0", resources={"c": {"requests": {"nvidia.com/gpu": "1"}}}))
     with scripted(bind={"Error": "allocation changed"}) as ext:
         base = ExtenderConfig(ext.url, bind_verb="bind", managed_resources=(ManagedResource("nvidia.com/gpu", True),))
         with KubeSchedulerDouble([base], api=api.url) as scheduler:
@@ -322,7 +322,7 @@ def test_an_ignorable_binder_that_fails_falls_back_to_the_default_binder(api: Ap
 
 
 def test_the_default_binder_reports_the_api_servers_refusal(api: ApiServerDouble) -> None:
-    stored = api.add_pod(pod("web-0"))
+    stored = api.add_pod(pod(uid="uid-web-0", name="web-0"))
     with KubeSchedulerDouble([], api=api.url) as scheduler:
         assert scheduler.schedule_one(stored, nodes("a")).bound_by == "default"
         again = scheduler.schedule_one(stored, nodes("b"))
@@ -335,13 +335,14 @@ def test_the_default_binder_reports_the_api_servers_refusal(api: ApiServerDouble
 
 
 def test_preempt_sends_uids_to_a_node_cache_capable_extender_and_maps_them_back() -> None:
-    on_a = [pod("v1", node_name="a"), pod("v2", node_name="a")]
+    on_a = [pod(uid="uid-v1", name="v1", node="a"), pod(uid="uid-v2", name="v2", node="a")]
     answer = {"NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-v2"}], "NumPDBViolations": 1}}}
     with scripted(preempt=answer) as ext:
         config = ExtenderConfig(ext.url, preempt_verb="preempt", node_cache_capable=True)
         with KubeSchedulerDouble([config], api=None) as scheduler:
-            chosen = scheduler.preempt(pod(), {"a": Victims(tuple(on_a)), "b": Victims((pod("v3"),))},
-                                       {"a": on_a, "b": [pod("v3")]})
+            chosen = scheduler.preempt(pod(), {"a": Victims(tuple(on_a)),
+                                               "b": Victims((pod(uid="uid-v3", name="v3"),))},
+                                       {"a": on_a, "b": [pod(uid="uid-v3", name="v3")]})
             ext.handlers["preempt"] = lambda args: (200, {"NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "x"}]}}})
             with pytest.raises(ExtenderError, match=r"claims to preempt pod \(UID: x\) on node: a"):
                 scheduler.preempt(pod(), {"a": Victims(tuple(on_a))}, {"a": on_a})

@@ -27,13 +27,10 @@ from koordlet.qos.memory_qos import (
     qos_settings,
 )
 from koordlet.states.decode import DecodeError
-from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import MemoryQOSCfg, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import MAX_INT64, Executor
-from tests.builders import pod_object
+from tests.builders import agent_pod, node_view, pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 
 GiB, MiB = 2**30, 2**20
@@ -51,13 +48,8 @@ assert not _errors
 STRATEGY = SLO.resource_qos
 
 
-def pod(uid=U1, name="web", *, qos="Burstable", labels=None, annotation=None, containers=None, phase="Running"):
-    """containers: {name: (id, {"requests": {...}, "limits": {...}})}."""
-    containers = containers or {"app": (A, {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}})}
-    return pod_from_k8s(pod_object(
-        uid, name, qos=qos, labels=labels, containers={n: cid for n, (cid, _) in containers.items()},
-        resources={n: res for n, (_, res) in containers.items()}, phase=phase,
-        annotations={} if annotation is None else {wire.ANNOTATION_POD_MEMORY_QOS: annotation}))
+MEMORY_QOS = wire.ANNOTATION_POD_MEMORY_QOS
+WEB = {"containers": {"app": A}, "resources": {"app": {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}}}}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -80,19 +72,21 @@ BE_NODE_CFG = STRATEGY.be.memory_qos                   # disabled: the None valu
     (None, "Burstable", '{"policy":"","enable":false}', LS_CFG),                      # enable is node-level
 ])
 def test_pod_config_table(labels, kube, annotation, expected):
-    assert pod_memory_qos(pod(qos=kube, labels=labels, annotation=annotation), STRATEGY) == expected
+    p = agent_pod(U1, "web", qos=kube, labels=labels, **WEB,
+                  annotations={} if annotation is None else {MEMORY_QOS: annotation})
+    assert pod_memory_qos(p, STRATEGY) == expected
 
 
 def test_policy_auto_uses_the_builtin_class_default_even_when_disabled():
-    be = pod(qos="BestEffort", labels={"koordinator.sh/qosClass": "BE"}, annotation='{"policy":"auto"}')
+    be = agent_pod(U1, "web", qos="BestEffort", qos_class="BE", annotations={MEMORY_QOS: '{"policy":"auto"}'}, **WEB)
     cfg = pod_memory_qos(be, STRATEGY)
     assert BE_NODE_CFG.wmark_min_adj == 0                                # the node has BE disabled ...
     assert (cfg.wmark_ratio, cfg.wmark_scale_permill, cfg.wmark_min_adj) == (95, 20, 50)   # ... auto: BE default
-    ls = pod(annotation='{"policy":"auto","lowLimitPercent":30}')
+    ls = agent_pod(U1, "web", annotations={MEMORY_QOS: '{"policy":"auto","lowLimitPercent":30}'}, **WEB)
     cfg = pod_memory_qos(ls, STRATEGY)
     assert (cfg.min_limit_percent, cfg.low_limit_percent, cfg.wmark_min_adj, cfg.page_cache_limit_percent) == \
         (0, 30, -25, None)                                                # LS default, fields overlaid
-    system = pod(labels={"koordinator.sh/qosClass": "SYSTEM"}, annotation='{"policy":"auto"}')
+    system = agent_pod(U1, "web", qos_class="SYSTEM", annotations={MEMORY_QOS: '{"policy":"auto"}'}, **WEB)
     cfg = pod_memory_qos(system, STRATEGY)
     assert (cfg.wmark_ratio, cfg.wmark_scale_permill) == (0, 50)
 
@@ -100,7 +94,7 @@ def test_policy_auto_uses_the_builtin_class_default_even_when_disabled():
 @pytest.mark.parametrize("annotation", ["{oops", "[1]", '{"policy":"strict"}', '{"policy":3}',
                                         '{"minLimitPercent":101}', '{"wmarkRatio":"high"}'])
 def test_malformed_annotation_falls_back_to_the_class(annotation):
-    p = pod(annotation=annotation)
+    p = agent_pod(U1, "web", annotations={MEMORY_QOS: annotation}, **WEB)
     with pytest.raises(DecodeError, match="koordinator.sh/memoryQOS"):
         pod_memory_qos(p, STRATEGY)
     assert class_memory_qos(STRATEGY, p.qos_class) == LS_CFG           # what the strategy falls back to
@@ -133,21 +127,22 @@ def high(req, pct, ceiling):
      cfg(min_limit_percent=100, throttling_percent=100), 0, (1000001, None, 1000001)),
 ])
 def test_container_formulas(resources, c, node_mem, expected):
-    p = pod(containers={"app": (A, resources)})
+    p = agent_pod(U1, "web", containers={"app": A}, resources={"app": resources})
     s = container_settings(p, p.containers[0], c, node_mem)
     assert (s.min, s.low, s.high) == expected
 
 
 def test_be_pods_use_batch_resources():
     res = {"requests": {"kubernetes.io/batch-memory": "1Gi"}, "limits": {"kubernetes.io/batch-memory": "4Gi"}}
-    p = pod(qos="BestEffort", labels={"koordinator.sh/qosClass": "BE"}, containers={"job": (B, res), "aux": (C, {})})
+    p = agent_pod(U1, "web", qos="BestEffort", qos_class="BE", containers={"job": B, "aux": C},
+                  resources={"job": res, "aux": {}})
     c = cfg(min_limit_percent=50, throttling_percent=50, page_cache_limit_percent=10)
     s = container_settings(p, p.containers[0], c, 64 * GiB)
     assert (s.min, s.high) == (GiB // 2, high(GiB, 50, 4 * GiB))
     ps = pod_settings(p, c)
     assert ps.min == GiB // 2                        # Σ batch requests (the unset one counts as 0)
     assert ps.pagecache_size is None                 # one container without a batch limit: pod unlimited
-    p2 = pod(qos="BestEffort", labels={"koordinator.sh/qosClass": "BE"}, containers={"job": (B, res)})
+    p2 = agent_pod(U1, "web", qos="BestEffort", qos_class="BE", containers={"job": B}, resources={"job": res})
     assert pod_settings(p2, c).pagecache_size == 4 * GiB // 10
 
 
@@ -161,12 +156,13 @@ def test_be_pods_use_batch_resources():
     (cfg(), (None, None, None)),
 ])
 def test_pod_page_cache(c, expected):
-    s = pod_settings(pod(), c)
+    s = pod_settings(agent_pod(U1, "web", **WEB), c)
     assert (s.pagecache_enable, s.pagecache_size, s.pagecache_sync) == expected
 
 
 def test_pod_settings_static_fields_and_sums():
-    p = pod(containers={"a": (A, {"requests": {"memory": "1Gi"}}), "b": (B, {"requests": {"memory": "3Gi"}})})
+    p = agent_pod(U1, "web", containers={"a": A, "b": B},
+                  resources={"a": {"requests": {"memory": "1Gi"}}, "b": {"requests": {"memory": "3Gi"}}})
     s = pod_settings(p, LS_CFG)
     assert (s.min, s.low) == (int(0.4 * 4 * GiB), int(0.6 * 4 * GiB))
     assert (s.wmark_ratio, s.wmark_scale_factor, s.wmark_min_adj, s.priority, s.use_priority_oom, s.oom_group) == \
@@ -174,9 +170,9 @@ def test_pod_settings_static_fields_and_sums():
 
 
 def test_qos_level_sums():
-    ls = pod(U1)                                                   # 1Gi request, LS 40 % / 60 %
-    lsr = pod(U2, "db", qos="Guaranteed", containers={"app": (B, {"requests": {"memory": "2Gi"},
-                                                                   "limits": {"memory": "2Gi"}})})
+    ls = agent_pod(U1, "web", **WEB)                               # 1Gi request, LS 40 % / 60 %
+    lsr = agent_pod(U2, "db", qos="Guaranteed", containers={"app": B},
+                    resources={"app": {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}}})
     out = qos_settings([(ls, LS_CFG), (lsr, LSR_CFG)], STRATEGY)
     assert (out[KubeQOS.BURSTABLE].min, out[KubeQOS.BURSTABLE].low) == (int(0.4 * GiB), int(0.6 * GiB))
     root = out[KubeQOS.GUARANTEED]
@@ -203,11 +199,10 @@ class Env:
         self.cg = Cgroups(self.host.paths.cgroup_root, version, Driver.CGROUPFS)
         self.executor = Executor(self.cg)
         self.files = files
-        self.metas = [meta_for(p, self.cg.layout) for p in (
-            pod(U1),
-            pod(U2, "db", qos="Guaranteed",
-                containers={"app": (B, {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}})}),
-        )]
+        self.metas = [pod_meta(U1, "web", **WEB, layout=self.cg.layout),
+                      pod_meta(U2, "db", qos="Guaranteed", containers={"app": B},
+                               resources={"app": {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}}},
+                               layout=self.cg.layout)]
         dirs = [self.cg.layout.qos_dir(q) for q in KubeQOS]
         for m in self.metas:
             self.host.add_pod(m.pod.kube_qos, m.pod.uid, containers={c.id: CgroupValues() for c, _ in m.containers})
@@ -226,8 +221,8 @@ class Env:
             return f.read().strip()
 
     def view(self, slo=SLO, pods=None):
-        return NodeView(pods=tuple(self.metas if pods is None else pods), slo=slo, host_apps=(),
-                        topology=self.topology, node=NodeInfo("n1", allocatable={"memory": "8Gi"}), now=1.0)
+        return node_view(pods=self.metas if pods is None else pods, slo=slo, topology=self.topology,
+                         node=NodeInfo("n1", allocatable={"memory": "8Gi"}), now=1.0)
 
 
 def test_v2_files_written_with_sums(tmp_path):
@@ -290,7 +285,7 @@ def test_leveled_order_raise_parent_first_lower_child_first(tmp_path):
     assert order.index(root) < order.index(burstable) < order.index(pod_file) < order.index(ctr_file)
     before = len(env.executor.events())
     lower = json.dumps({"minLimitPercent": 10})
-    ls_low = meta_for(pod(U1, annotation=lower), env.cg.layout)
+    ls_low = pod_meta(U1, "web", annotations={MEMORY_QOS: lower}, **WEB, layout=env.cg.layout)
     MemoryQOS().reconcile(env.view(pods=[ls_low]), env.executor)
     order = [e["file"] for e in env.executor.events()[before:] if e["file"].endswith("/memory.min")]
     assert order == [ctr_file, pod_file, burstable, root]                    # tightened bottom-up
@@ -299,8 +294,8 @@ def test_leveled_order_raise_parent_first_lower_child_first(tmp_path):
 
 def test_bad_annotation_logged_once_and_others_unaffected(tmp_path, caplog):
     env = Env(tmp_path, CgroupVersion.V2, V2_FILES)
-    broken = meta_for(pod(U3, "broken", annotation="{nope",
-                          containers={"app": (C, {"requests": {"memory": "1Gi"}})}), env.cg.layout)
+    broken = pod_meta(U3, "broken", annotations={MEMORY_QOS: "{nope"}, containers={"app": C},
+                      resources={"app": {"requests": {"memory": "1Gi"}}}, layout=env.cg.layout)
     env.host.add_pod(KubeQOS.BURSTABLE, U3, containers={C: CgroupValues()})
     for rel in (broken.cgroup_dir, broken.containers[0][1]):
         for name, value in V2_FILES.items():
@@ -318,7 +313,7 @@ def test_bad_annotation_logged_once_and_others_unaffected(tmp_path, caplog):
 
 def test_inactive_pods_are_skipped(tmp_path):
     env = Env(tmp_path, CgroupVersion.V2, V2_FILES)
-    done = meta_for(pod(U1, phase="Succeeded"), env.cg.layout)
+    done = pod_meta(U1, "web", phase="Succeeded", **WEB, layout=env.cg.layout)
     MemoryQOS().reconcile(env.view(pods=[done]), env.executor)
     assert env.read(done.cgroup_dir, "memory.min") == "0"
     assert not any(done.cgroup_dir in e["file"] for e in env.executor.events())

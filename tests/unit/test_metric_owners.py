@@ -19,14 +19,11 @@ from koordlet.prediction.server import PredictionConfig, Resources
 from koordlet.qos.blkio import BlkIO
 from koordlet.qos.pod_resources import PodResources
 from koordlet.reporters.nodemetric import record_metrics
-from koordlet.states.informer import PodsInformer, meta_for, resource_rows
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodestate import NodeState, NodeView
-from koordlet.states.pod import pod_from_k8s
+from koordlet.states.informer import PodsInformer, resource_rows
+from koordlet.states.nodestate import NodeState
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import agent_pod, node_view, pod_meta
 from tests.fakehost import CgroupValues, FakeHost
-from tests.unit.test_qos_rules import slo
 
 N = "n1"
 A = "a" * 64
@@ -170,9 +167,8 @@ def test_prediction_records_each_predictors_answer(tmp_path):
     from koordlet.metriccache import MetricCache
     m = AgentMetrics(N)
     prediction = Prediction(MetricCache(None), PredictionConfig(checkpoint_dir=None), m)
-    meta = meta_for(pod_from_k8s(pod_object("u1", "web", containers={"app": A},
-                                            resources={"app": {"requests": {"cpu": "1", "memory": "1Gi"}}})),
-                    Cgroups(str(tmp_path), CgroupVersion.V2, Driver.SYSTEMD).layout)
+    meta = pod_meta("u1", "web", containers={"app": A}, resources={"app": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                    layout=Cgroups(str(tmp_path), CgroupVersion.V2, Driver.SYSTEMD).layout)
     prediction.reclaimable(1e9, Resources(8000, 16 * 2**30), [meta])
     # no models yet: the pod predictor still answers (the pod counts whole), the priority one cannot
     peak = "koordlet_node_predicted_resource_peak"
@@ -185,13 +181,13 @@ def test_prediction_records_each_predictors_answer(tmp_path):
 
 def test_pod_sync_rows_are_the_batch_and_mid_resources_of_started_containers(tmp_path):
     layout = Cgroups(str(tmp_path), CgroupVersion.V2, Driver.SYSTEMD).layout
-    be = pod_object("u1", "be", namespace="shop", qos="BestEffort", containers={"app": A, "side": "b" * 64},
-                    resources={"app": {"requests": {"kubernetes.io/batch-cpu": "500",
-                                                    "kubernetes.io/batch-memory": "1Gi"},
-                                       "limits": {"kubernetes.io/batch-cpu": "1k",
-                                                  "kubernetes.io/batch-memory": "1Gi"}},
-                               "side": {"limits": {"kubernetes.io/mid-cpu": "200"}}})
-    rows = resource_rows([meta_for(pod_from_k8s(be), layout)])
+    be = pod_meta("u1", "be", namespace="shop", qos="BestEffort", containers={"app": A, "side": "b" * 64},
+                  resources={"app": {"requests": {"kubernetes.io/batch-cpu": "500",
+                                                  "kubernetes.io/batch-memory": "1Gi"},
+                                     "limits": {"kubernetes.io/batch-cpu": "1k",
+                                                "kubernetes.io/batch-memory": "1Gi"}},
+                             "side": {"limits": {"kubernetes.io/mid-cpu": "200"}}}, layout=layout)
+    rows = resource_rows([be])
     got = {(r.container_name, r.resource): (r.request, r.limit) for r in rows}
     assert got == {("app", "kubernetes.io/batch-cpu"): (500, 1000), ("app", "kubernetes.io/batch-memory"): (2**30,
                                                                                                             2**30),
@@ -206,15 +202,16 @@ def test_pod_sync_rows_are_the_batch_and_mid_resources_of_started_containers(tmp
 
 def test_pod_resources_strategy_times_its_decisions_per_level_and_resource(tmp_path):
     from tests.unit.test_qos_strategies import build as build_tree
-    from tests.unit.test_qos_strategies import fake_host, pod, with_uid
+    from tests.unit.test_qos_strategies import fake_host
     _paths, cg, files = fake_host(tmp_path, files=())
-    ok = with_uid(pod("LSR", "Guaranteed", containers=({},),
-                      annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'}), "u-ok")
-    broken = with_uid(pod("LSR", "Guaranteed", containers=({},),
-                          annotations={"scheduling.koordinator.sh/resource-status": "{"}), "u-broken")
+    lsr = {"namespace": "ns", "phase": None, "qos_class": "LSR", "qos": "Guaranteed", "containers": {"c0": "0" * 64},
+           "resources": {"c0": {}}}
+    ok = agent_pod("u-ok", "u-ok", **lsr,
+                   annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'})
+    broken = agent_pod("u-broken", "u-broken", **lsr, annotations={"scheduling.koordinator.sh/resource-status": "{"})
     metas = build_tree(cg, files, [ok, broken])
     m = AgentMetrics(N)
-    view = NodeView(metas, slo(), (), None, NodeInfo("n"), ls_pools={0: (0, 1, 2, 3)})  # type: ignore[arg-type]
+    view = node_view(pods=metas, ls_pools={0: (0, 1, 2, 3)})
     PodResources(metrics=m).reconcile(view, Executor(cg))
     h = "koordlet_runtime_hook_reconciler_invoked_duration_milliseconds"
     assert count(m, h, node=N, level="container", resource_type="cpuset.cpus", status="succeeded") == 1
@@ -227,7 +224,7 @@ def test_blkio_counts_its_read_of_the_nodes_local_storage(tmp_path):
     m = AgentMetrics(N)
     strategy = BlkIO(paths, m)
     cg = Cgroups(paths.cgroup_root, CgroupVersion.V1, Driver.CGROUPFS)
-    view = NodeView((), slo(), (), None, NodeInfo("n"))  # type: ignore[arg-type]
+    view = node_view()
     strategy.reconcile(view, Executor(cg))             # no mount table under this root
     assert count(m, "koordlet_collect_node_local_storage_info_status", node=N, status="failed") == 1
     (tmp_path / "proc" / "self").mkdir(parents=True)
@@ -241,11 +238,11 @@ def test_nri_hooks_record_the_oom_score_adj_they_set_and_the_plugin_times_each_e
     from nri_plugin.hooks import Hooks
     from nri_plugin.plugin import NRIPlugin, PluginSettings
     from tests.hookfeatures import hook_features
-    from tests.unit.test_nri_hooks import container, sandbox, view
+    from tests.unit.test_nri_hooks import POOLS, container, sandbox
     from tests.unit.test_qos_strategies import fake_host
     _paths, cg, _ = fake_host(tmp_path, files=())
     m = AgentMetrics(N)
-    hooks = Hooks(hook_features("oom_score_adj"), cg.layout, lambda: view(), metrics=m)
+    hooks = Hooks(hook_features("oom_score_adj"), cg.layout, lambda: node_view(ls_pools=POOLS), metrics=m)
     pod = sandbox("u-oom", "LS", annotations={"koordinator.sh/oom-score-adj": "-500"}, name="web")
     plugin = NRIPlugin(PluginSettings(socket_path="/nonexistent/nri.sock"), hooks, m)
 

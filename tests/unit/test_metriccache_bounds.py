@@ -86,6 +86,7 @@ def pair(tmp_path):
     reference.close()
 
 
+@pytest.mark.slow
 def test_series_stay_under_the_cap_live_kept_dead_answered_from_disk(pair):
     bounded, reference, clock = pair
     churn = Churn(bounded, reference, clock=clock)
@@ -171,6 +172,7 @@ def test_memory_only_cache_is_capped_too_and_says_what_it_lost():
         assert len(cache.query("pod_cpu_usage", {"pod_uid": uid}, 0, INF)) == 600
 
 
+@pytest.mark.slow
 def test_the_cache_says_how_much_history_max_bytes_holds_under_a_synthetic_12h_load(tmp_path, caplog):
     """A 12 h load larger than ``max_bytes`` (so the cap, not the retention, bounds the history). The
     estimate made after the first ten minutes predicts the history the cache ends up holding, the cache says when

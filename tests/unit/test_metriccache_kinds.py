@@ -13,9 +13,7 @@ from koordlet.host.procfs import CLK_TCK
 from koordlet.metriccache import KINDS, Sample, schema_problem
 from koordlet.metriccache.kinds import EXTRA_KINDS, UPSTREAM_KINDS
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 
 A = "a" * 64
@@ -48,7 +46,7 @@ def test_usage_and_throttling_collectors_write_only_declared_kinds(tmp_path, ver
     host.add_pod(KubeQOS.BURSTABLE, "u-ls", CgroupValues(anon=64 * MiB, numa={0: 32 * MiB, 1: 32 * MiB}),
                  {A: CgroupValues(anon=64 * MiB)})
     cg = Cgroups.detect(host.paths)
-    metas = (meta_for(pod_from_k8s(pod_object("u-ls", "web", qos="Burstable", containers={"app": A})), cg.layout),)
+    metas = (pod_meta("u-ls", "web", qos="Burstable", containers={"app": A}, layout=cg.layout),)
     usage = UsageCollection(host.paths, cg, AgentMetrics("n1"), interval=1.0, outdated=10.0)
     throttled = ThrottledCollector(cg, AgentMetrics("n1"))
     samples: list[Sample] = []

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import random
+from functools import partial
 
 import pytest
 
@@ -18,12 +19,9 @@ from koordlet.host.paths import HostPaths
 from koordlet.qos import net_qos as nq
 from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
-from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
-from tests.builders import pod_object
+from tests.builders import agent_pod, node_view
 
 LINK = Link(7, "eth9")
 UID_LS, UID_BE, UID_SYS, UID_NONE = (f"{c * 8}-0000-0000-0000-000000000000" for c in "1234")
@@ -45,11 +43,9 @@ def spec(total="100M", ls=None, be=None, policy=None):
     return merged
 
 
-def pod(uid, label=None, kube="Burstable", ip="", annotations=None, host_network=False, name=None):
-    labels = {"koordinator.sh/qosClass": label} if label else {}
-    return pod_from_k8s(pod_object(uid, name or f"p-{uid[:4]}", namespace="ns", labels=labels,
-                                   annotations=dict(annotations or {}), spec_containers=[{"name": "c"}],
-                                   host_network=host_network, qos=kube, pod_ip=ip, phase=None, statuses=False))
+# pods as the API server lists them before they run: one container, c, no phase and no container statuses; uid,
+# name, QoS classes and annotations vary
+pod = partial(agent_pod, namespace="ns", spec_containers=[{"name": "c"}], phase=None, statuses=False)
 
 
 def net_qos(egress=None, ingress=None):
@@ -108,9 +104,9 @@ def test_class_value_above_total_is_clamped_and_bad_values_are_unset():
 
 def test_pod_limits_are_bits_divided_by_eight_once():
     # upstream's tc path divides the annotation twice (20M -> 312500 B/s = 2.5 Mbit/s); we give 20 Mbit/s
-    assert nq.pod_limits(pod(UID_BE, annotations=net_qos("20M", "10M"))) == (1_250_000, 2_500_000)
-    assert nq.pod_limits(pod(UID_BE, annotations=net_qos(egress="20M"))) == (0, 2_500_000)   # missing = 0
-    assert nq.pod_limits(pod(UID_BE)) == (0, 0)
+    assert nq.pod_limits(pod(UID_BE, "p-2222", annotations=net_qos("20M", "10M"))) == (1_250_000, 2_500_000)
+    assert nq.pod_limits(pod(UID_BE, "p-2222", annotations=net_qos(egress="20M"))) == (0, 2_500_000)   # missing = 0
+    assert nq.pod_limits(pod(UID_BE, "p-2222")) == (0, 0)
 
 
 @pytest.mark.parametrize("raw,needle", [
@@ -119,7 +115,7 @@ def test_pod_limits_are_bits_divided_by_eight_once():
 ])
 def test_malformed_pod_annotation_is_rejected_with_a_reason(raw, needle):
     with pytest.raises(DecodeError) as e:
-        nq.pod_limits(pod(UID_BE, annotations={wire.ANNOTATION_POD_NETWORK_QOS: raw}))
+        nq.pod_limits(pod(UID_BE, "p-2222", annotations={wire.ANNOTATION_POD_NETWORK_QOS: raw}))
     assert needle in str(e.value) and e.value.key == wire.ANNOTATION_POD_NETWORK_QOS
 
 
@@ -290,8 +286,8 @@ def test_terway_global_config_format():
 
 def test_terway_pod_json_matches_go_marshal():
     layout = Cgroups("/x", CgroupVersion.V1, Driver.CGROUPFS).layout
-    b = meta_for(pod(UID_BE, "BE", "BestEffort", name="be"), layout)
-    a = meta_for(pod(UID_LS, None, "Guaranteed", name="web"), layout)
+    b = meta_for(pod(UID_BE, "be", qos_class="BE", qos="BestEffort"), layout)
+    a = meta_for(pod(UID_LS, "web", qos="Guaranteed"), layout)
     entries = {UID_BE: nq.terway_pod_entry(b, 0, 2_500_000), UID_LS: nq.terway_pod_entry(a, 125, 0)}
     assert nq.terway_pods_json(entries) == (
         '{"11111111-0000-0000-0000-000000000000":{"podName":"web","podNamespace":"ns",'
@@ -310,7 +306,7 @@ def test_terway_pod_json_matches_go_marshal():
                                              ("BE", "BestEffort", 2), (None, "Guaranteed", 1),
                                              (None, "Burstable", 1), (None, "BestEffort", 2)])
 def test_terway_prio(label, kube, prio):
-    assert nq.terway_prio(pod(UID_LS, label, kube)) == prio
+    assert nq.terway_prio(pod(UID_LS, "p-1111", qos_class=label, qos=kube)) == prio
 
 
 def test_terway_policy_end_to_end_through_the_executor(tmp_path, caplog):
@@ -321,11 +317,11 @@ def test_terway_policy_end_to_end_through_the_executor(tmp_path, caplog):
     ex = Executor(cg)
     terway = str(tmp_path / "var/lib/terway/qos")
     strategy = nq.NetQOS(HostPaths.under(str(tmp_path)), None, tc=False, terway_dir=terway)
-    good = pod(UID_LS, "LS", annotations=net_qos("20M", "8M"), name="good")
-    bad = pod(UID_BE, "BE", "BestEffort", annotations={wire.ANNOTATION_POD_NETWORK_QOS: "{oops"}, name="bad")
+    good = pod(UID_LS, "good", qos_class="LS", annotations=net_qos("20M", "8M"))
+    bad = pod(UID_BE, "bad", qos_class="BE", qos="BestEffort", annotations={wire.ANNOTATION_POD_NETWORK_QOS: "{oops"})
     metas = tuple(meta_for(p, cg.layout) for p in (good, bad))
     slo = spec("1G", be={"enable": True, "egressLimit": 10}, policy="terway-qos")
-    view = NodeView(metas, slo, (), None, NodeInfo("n"))  # type: ignore[arg-type]
+    view = node_view(pods=metas, slo=slo)
     with caplog.at_level(logging.WARNING, logger="koordlet.qos.net_qos"):
         strategy.reconcile(view, ex)
         strategy.reconcile(view, ex)
@@ -341,7 +337,7 @@ def test_terway_policy_end_to_end_through_the_executor(tmp_path, caplog):
     assert pods[UID_BE]["qosConfig"] == {"ingressBandwidth": 0, "egressBandwidth": 0} and pods[UID_BE]["prio"] == 2
     assert ex.total.written == 2                                    # the second cycle wrote nothing
 
-    strategy.reconcile(NodeView(metas, spec("1G"), (), None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    strategy.reconcile(node_view(pods=metas, slo=spec("1G")), ex)
     assert sorted(os.listdir(terway)) == []
     strategy.reconcile(view, ex)
     assert sorted(os.listdir(terway)) == ["global_bps_config", "pod.json"]

@@ -1,17 +1,9 @@
-from koordlet.host.cgroup import KubeQOS
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder, go_duration
-from koordlet.states.informer import PodMeta
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 
 NOW = 1_800_000_000.0
 GiB = 2**30
-
-
-def pod(uid, name, ns="default", qos=KubeQOS.BURSTABLE, labels=None):
-    return PodMeta(pod_from_k8s(pod_object(uid, name, namespace=ns, qos=qos.value, labels=labels or {}, phase=None)),
-                   f"p/{uid}", ())
 
 
 def fill(cache, seconds, step=10.0):
@@ -49,7 +41,9 @@ def test_go_duration():
 def test_status_fields_and_cold_start():
     cache = MetricCache(None, clock=lambda: NOW)
     fill(cache, 900)                                   # 15 minutes of data, one point per 10 s
-    status = NodeMetricBuilder(cache, CollectPolicy()).status([pod("b", "idle"), pod("a", "web", ns="shop")], NOW)
+    pods = [pod_meta("b", "idle", phase=None, cgroup_dir="p/b"),
+            pod_meta("a", "web", namespace="shop", phase=None, cgroup_dir="p/a")]
+    status = NodeMetricBuilder(cache, CollectPolicy()).status(pods, NOW)
     nm = status["nodeMetric"]
     # AVG over [now-300, now] (inclusive, as upstream's querier): the last 31 points, 60..90 cores -> 75
     assert nm["nodeUsage"] == {"resources": {"cpu": "75", "memory": "1Gi"}}
@@ -84,8 +78,9 @@ def test_prediction_fields_from_the_pods_that_had_metrics():
         seen.extend(m.pod.name for m in pods)
         return ReclaimPrediction(Resources(1500, 2**30), Resources(2500, 3 * 2**30))
 
-    status = NodeMetricBuilder(cache, CollectPolicy()).status([pod("b", "idle"), pod("a", "web", ns="shop")], NOW,
-                                                              reclaim)
+    pods = [pod_meta("b", "idle", phase=None, cgroup_dir="p/b"),
+            pod_meta("a", "web", namespace="shop", phase=None, cgroup_dir="p/a")]
+    status = NodeMetricBuilder(cache, CollectPolicy()).status(pods, NOW, reclaim)
     assert seen == ["web"]                             # "idle" had no samples
     assert status["prodReclaimableMetric"] == {"resource": {"resources": {"cpu": "1500m", "memory": "1Gi"}}}
     assert status["prodPeakMetric"] == {"resource": {"resources": {"cpu": "2500m", "memory": "3Gi"}}}
@@ -177,7 +172,8 @@ def memory_policy_cache():
 
 def memories(builder):
     from koordlet.states.hostapps import HostApp
-    status = builder.status([pod("a", "web")], NOW, host_apps=[HostApp("nginx", "koord-prod", "LS", "nginx")])
+    status = builder.status([pod_meta("a", "web", phase=None, cgroup_dir="p/a")], NOW,
+                            host_apps=[HostApp("nginx", "koord-prod", "LS", "nginx")])
     return (status["nodeMetric"]["nodeUsage"]["resources"]["memory"],
             status["podsMetric"][0]["podUsage"]["resources"]["memory"],
             status["hostApplicationMetric"][0]["usage"]["resources"]["memory"])

@@ -11,11 +11,10 @@ import pytest
 from koordlet._proto.nri import api_pb2 as api
 from koordlet.host.cgroup import KubeQOS
 from koordlet.qos.pod_resources import PodResources
-from koordlet.states.node import NodeInfo
 from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks, kube_qos_of_parent
-from tests.builders import pod_object
+from tests.builders import node_view, pod_meta
 from tests.hookfeatures import hook_features
 from tests.unit.test_qos_rules import ALL_ON, BATCH, slo
 from tests.unit.test_qos_strategies import fake_host, mkcg, value
@@ -58,11 +57,6 @@ def be_spec(*names: str) -> dict[str, str]:
     return {SPEC: json.dumps({"containers": dict.fromkeys(names, BATCH)})}
 
 
-def view(pods=(), policy=None, **slo_kw) -> NodeView:
-    return NodeView(tuple(pods), slo(policy, **slo_kw), (), None, NodeInfo("n"),  # type: ignore[arg-type]
-                    ls_pools=POOLS)
-
-
 def hooks(tmp_path, v: NodeView | None = None, features=hook_features(), **kw) -> Hooks:
     _paths, cg, _ = fake_host(tmp_path, files=())
     return Hooks(features, cg.layout, lambda: v, **kw)
@@ -87,7 +81,7 @@ def resources(adjust: api.ContainerAdjustment) -> dict:
 
 
 def test_be_container_gets_batch_resources_from_the_annotation(tmp_path):
-    h = hooks(tmp_path, view())
+    h = hooks(tmp_path, node_view(ls_pools=POOLS))
     pod = sandbox("u-be", "BE", "besteffort", be_spec("c0"))
     adjust = h.create_container(pod, container(pod))
     # shares = 500m * 1024 / 1000; quota = 2 cores * 100 ms; memory limit = 2Gi; no cpuset (suppress owns BE)
@@ -97,7 +91,7 @@ def test_be_container_gets_batch_resources_from_the_annotation(tmp_path):
 
 
 def test_only_differing_owned_fields_are_set(tmp_path):
-    h = hooks(tmp_path, view())
+    h = hooks(tmp_path, node_view(ls_pools=POOLS))
     pod = sandbox("u-ls", "LS")
     assert resources(h.create_container(pod, container(pod))) == {"cpus": "0-3,6-7"}
     # the runtime already has the pools (as a set, in another spelling): nothing to say
@@ -119,7 +113,7 @@ def test_without_a_view_only_the_pod_level_rules_apply(tmp_path):
 
 
 def test_malformed_annotations_leave_out_the_bad_part_and_say_so(tmp_path, caplog):
-    h = hooks(tmp_path, view(), features=hook_features("oom_score_adj"))
+    h = hooks(tmp_path, node_view(ls_pools=POOLS), features=hook_features("oom_score_adj"))
     pod = sandbox("u-bad", "LSR", "guaranteed", {STATUS: "{", SPEC: "nope", "koordinator.sh/oom-score-adj": "x"},
                   name="broken")
     with caplog.at_level(logging.WARNING):
@@ -136,7 +130,7 @@ def test_malformed_annotations_leave_out_the_bad_part_and_say_so(tmp_path, caplo
 
 
 def test_update_container_names_the_container_or_says_nothing(tmp_path):
-    h = hooks(tmp_path, view())
+    h = hooks(tmp_path, node_view(ls_pools=POOLS))
     pod = sandbox("u-be", "BE", "besteffort", be_spec("c0"))
     ctr = container(pod)
     wanted = api.LinuxResources()
@@ -150,7 +144,7 @@ def test_update_container_names_the_container_or_says_nothing(tmp_path):
 
 
 def test_synchronize_reports_drift_of_live_containers_only(tmp_path):
-    h = hooks(tmp_path, view())
+    h = hooks(tmp_path, node_view(ls_pools=POOLS))
     be = sandbox("u-be", "BE", "besteffort", be_spec("a", "b", "c"))
     drifted = container(be, "a", state=api.CONTAINER_RUNNING)
     in_sync = container(be, "b", shares=512, quota=200000, memory=2 << 30, state=api.CONTAINER_RUNNING)
@@ -162,12 +156,12 @@ def test_synchronize_reports_drift_of_live_containers_only(tmp_path):
 
 
 def test_oom_score_adj_spec_beats_the_pod_value(tmp_path):
-    h = hooks(tmp_path, view(), features=hook_features("oom_score_adj"))
+    h = hooks(tmp_path, node_view(ls_pools=POOLS), features=hook_features("oom_score_adj"))
     pod = sandbox("u-oom", "LS", annotations={"koordinator.sh/oom-score-adj": "-500",
                                               "koordinator.sh/oom-score-adj-spec": '{"db": 900}'})
     assert resources(h.create_container(pod, container(pod, "db", cpus="0-3,6-7")))["oom"] == 900
     assert resources(h.create_container(pod, container(pod, "side", cpus="0-3,6-7")))["oom"] == -500
-    off = hooks(tmp_path / "off", view())
+    off = hooks(tmp_path / "off", node_view(ls_pools=POOLS))
     assert "oom" not in resources(off.create_container(pod, container(pod, "db")))
     out_of_range = sandbox("u-oom2", "LS", annotations={"koordinator.sh/oom-score-adj": "2000"})
     assert "oom" not in resources(h.create_container(out_of_range, container(out_of_range)))
@@ -176,7 +170,7 @@ def test_oom_score_adj_spec_beats_the_pod_value(tmp_path):
 def test_rdt_class_names_only_existing_groups(tmp_path):
     root = tmp_path / "resctrl"
     feats = hook_features("resctrl", "resctrl_pods")
-    h = hooks(tmp_path, view(), features=feats, resctrl_root=str(root))
+    h = hooks(tmp_path, node_view(ls_pools=POOLS), features=feats, resctrl_root=str(root))
     ls = sandbox("u-ls", "LS")
     assert "rdt" not in resources(h.create_container(ls, container(ls)))      # resctrl not mounted: no class
     os.makedirs(root / "LS")
@@ -205,7 +199,8 @@ def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
     for d in (be_dir, ls_dir):
         mkcg(cg, d, files)
     ex = Executor(cg)
-    v = view(policy="groupIdentity", ls={**ALL_ON, "groupIdentity": 2}, be={**ALL_ON, "groupIdentity": -1})
+    v = node_view(slo=slo("groupIdentity", ls={**ALL_ON, "groupIdentity": 2}, be={**ALL_ON, "groupIdentity": -1}),
+                  ls_pools=POOLS)
     h = Hooks(hook_features(), cg.layout, lambda: v, executor=ex, bvt=True)
     h.run_pod_sandbox(sandbox("u-be", "BE", "besteffort", be_spec("a", "b")))
     h.run_pod_sandbox(sandbox("u-ls", "LS"))
@@ -215,18 +210,16 @@ def test_run_pod_sandbox_writes_what_the_reconciler_would(tmp_path):
     assert value(cg, "cpu", ls_dir, "cpu.bvt_warp_ns") == "2"
     assert value(cg, "cpu", ls_dir, "cpu.shares") == "1024"        # no resources known: batch sums not guessed
     # the reconciler, given the same pod from the kubelet, has nothing left to do at the pod level
-    from koordlet.states.informer import meta_for
-    from tests.unit.test_qos_rules import pod as k8s_pod
-    from tests.unit.test_qos_strategies import with_uid
-    be_pod = with_uid(k8s_pod("BE", "BestEffort", containers=(BATCH, BATCH)), "u-be")
-    meta = meta_for(be_pod, cg.layout)
+    meta = pod_meta("u-be", "u-be", namespace="ns", phase=None, qos_class="BE", qos="BestEffort",
+                    containers={"c0": f"{0:064x}", "c1": f"{1:064x}"}, resources={"c0": BATCH, "c1": BATCH},
+                    layout=cg.layout)
     pod_s = PodResources().plan(meta, v).pod
     assert (pod_s.cpu_shares, pod_s.cfs_quota, pod_s.memory_limit) == (1024, 400000, 4 << 30)
 
 
 def test_post_start_wakes_the_reconciler_for_cookies_only(tmp_path):
     woken = []
-    v = view(policy="coreSched", ls=ALL_ON)
+    v = node_view(slo=slo("coreSched", ls=ALL_ON), ls_pools=POOLS)
     _paths, cg, _ = fake_host(tmp_path, files=())
     h = Hooks(hook_features("core_sched"), cg.layout, lambda: v, nudge=lambda: woken.append(1))
     ls, be = sandbox("u-ls", "LS"), sandbox("u-be", "BE", "besteffort")
@@ -277,8 +270,6 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
 
     from doubles.fakepci import FakePci
     from koordlet.host.paths import HostPaths
-    from koordlet.states.informer import PodMeta
-    from koordlet.states.pod import pod_from_k8s
     host = HostPaths.under(str(tmp_path / "host"))
     pci = FakePci(host.sys_root)
     pci.add("0000:09:00.0", pci_class="0x020000", vendor="0x15b3", device="0x101b")
@@ -295,10 +286,10 @@ def test_rdma_vf_device_nodes_through_create_container(tmp_path, caplog):
             {"minor": 0, "id": "0000:09:00.0", "resources": {"koordinator.sh/rdma": "1"},
              "extension": {"vfs": [{"minor": -1, "busID": vf} for vf in vfs]}}]})}
 
-    obj = pod_object(uid, "train", namespace="ns", annotations=allocated("0000:09:00.4"), labels_key=False,
-                     spec_containers=[{"name": "app", "resources": {"limits": {"koordinator.sh/rdma": "1"}}},
-                                      {"name": "log"}], statuses=False)
-    known = view([PodMeta(pod_from_k8s(obj), f"kubepods/burstable/pod{uid}", ())])
+    meta = pod_meta(uid, "train", namespace="ns", annotations=allocated("0000:09:00.4"), labels_key=False,
+                    spec_containers=[{"name": "app", "resources": {"limits": {"koordinator.sh/rdma": "1"}}},
+                                     {"name": "log"}], statuses=False, cgroup_dir=f"kubepods/burstable/pod{uid}")
+    known = node_view(pods=[meta], ls_pools=POOLS)
     _paths, cg, _ = fake_host(tmp_path, files=())
     h = Hooks(hook_features("rdma_devices"), cg.layout, lambda: known, host=host, dev_root=str(dev))
     pod = sandbox(uid, annotations=allocated("0000:09:00.4"), name="train")
@@ -328,7 +319,7 @@ def test_oom_score_adj_after_start_where_the_runtime_drops_the_adjustment(tmp_pa
 
     from koordlet.host.paths import HostPaths
     _paths, cg, _ = fake_host(tmp_path, files=())
-    h = Hooks(hook_features("oom_score_adj"), cg.layout, lambda: view(), executor=Executor(cg),
+    h = Hooks(hook_features("oom_score_adj"), cg.layout, lambda: node_view(ls_pools=POOLS), executor=Executor(cg),
               host=HostPaths.under("/"))
     pod = sandbox("u-oom3", "LS", annotations={"koordinator.sh/oom-score-adj": "700"})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

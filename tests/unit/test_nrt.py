@@ -11,12 +11,10 @@ import pytest
 
 from koordlet.host.topology import CPU, CPUBasicInfo, CPUManagerState, NUMANode, Topology
 from koordlet.reporters import nrt
-from koordlet.states.informer import PodMeta
 from koordlet.states.kubelet import KubeletCPUConfig
 from koordlet.states.node import NodeInfo
-from koordlet.states.pod import pod_from_k8s
 from koordlet.states.pools import cpu_pools, take_by_topology
-from tests.builders import pod_object
+from tests.builders import pod_meta
 
 GiB = 2**30
 
@@ -43,13 +41,6 @@ def two_socket_topology(*, cpu_manager: CPUManagerState | None = None, offline: 
                     present=tuple(range(8)), possible=tuple(range(8)), numa_from_sysfs=True,
                     basic=CPUBasicInfo(cpu_model="Xeon", vendor_id="GenuineIntel", hyper_thread_enabled=True),
                     cpu_manager=cpu_manager)
-
-
-def meta(uid: str, name: str, *, labels: dict | None = None, annotations: dict | None = None) -> PodMeta:
-    obj = pod_object(uid, name)
-    obj["metadata"]["labels"] = labels or {}
-    obj["metadata"]["annotations"] = annotations or {}
-    return PodMeta(pod_from_k8s(obj), "", ())
 
 
 def ann(status: nrt.NRTStatus, key: str):
@@ -112,10 +103,10 @@ def test_numa_reservation_spreads_kubelet_reserve_with_ceiling():
 
 
 def test_shared_pools_exclude_lse_lsr_cpusets_and_be_pool_only_lse():
-    pods = [meta(UID_A, "lse", labels={"koordinator.sh/qosClass": "LSE"},
-                 annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"0,4"}'}),
-            meta(UID_B, "lsr", labels={"koordinator.sh/qosClass": "LSR"},
-                 annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"2-3"}'})]
+    pods = [pod_meta(UID_A, "lse", qos_class="LSE",
+                     annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"0,4"}'}),
+            pod_meta(UID_B, "lsr", qos_class="LSR",
+                     annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"2-3"}'})]
     s = nrt_status(two_socket_topology(), pods, NodeInfo("n1"), None)
     assert ann(s, "node.koordinator.sh/cpu-shared-pools") == [{"socket": 0, "node": 0, "cpuset": "1,5"},
                                                                {"socket": 1, "node": 1, "cpuset": "6-7"}]
@@ -124,10 +115,10 @@ def test_shared_pools_exclude_lse_lsr_cpusets_and_be_pool_only_lse():
 
 
 def test_malformed_resource_status_skips_that_pod_only(caplog):
-    pods = [meta(UID_A, "bad", labels={"koordinator.sh/qosClass": "LSR"},
-                 annotations={"scheduling.koordinator.sh/resource-status": "{not json"}),
-            meta(UID_B, "good", labels={"koordinator.sh/qosClass": "LSR"},
-                 annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"7"}'})]
+    pods = [pod_meta(UID_A, "bad", qos_class="LSR",
+                     annotations={"scheduling.koordinator.sh/resource-status": "{not json"}),
+            pod_meta(UID_B, "good", qos_class="LSR",
+                     annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"7"}'})]
     with caplog.at_level(logging.ERROR):
         s = nrt_status(two_socket_topology(), pods, NodeInfo("n1"), None)
     assert ann(s, "node.koordinator.sh/cpu-shared-pools")[1]["cpuset"] == "2-3,6"
@@ -143,7 +134,7 @@ def test_static_kubelet_policy_reports_reserved_cpus_and_kubelet_pinned_pods():
         "cpuManagerPolicy": "static", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"},
         "kubeReserved": {"cpu": "500m"}, "systemReserved": {"cpu": "1"},
         "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod"}})
-    pods = [meta(UID_K, "pinned"), meta(UID_B, "ls", labels={"koordinator.sh/qosClass": "LS"})]
+    pods = [pod_meta(UID_K, "pinned"), pod_meta(UID_B, "ls", qos_class="LS")]
     s = nrt_status(two_socket_topology(cpu_manager=state), pods, NodeInfo("n1"), kubelet)
     # 1.5 reserved cpus -> 2, taken as one whole core: {0,4}
     assert ann(s, "kubelet.koordinator.sh/cpu-manager-policy") == {

@@ -1,5 +1,5 @@
 """PCI placement and the RDMA inventory: fake sysfs trees (doubles/fakepci.py) for the exact values, and a real
-machine's sysfs dump checked against hwloc's view of the same dump (``../shared/fixtures/sysfs-hwloc``)."""
+machine's sysfs dump checked against hwloc's view of the same dump (``tests/fixtures/sysfs-hwloc``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from koordlet.host.paths import HostPaths
 from koordlet.host.pci import PciPlacement, driver_bus_ids, normalize_bus_id, placement
 from koordlet.host.rdma import RdmaDevice, discover_rdma
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sysfs-hwloc"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs-hwloc"
 PCI_DUMP = "40intel64-2g2n4c+pcilocality"
 
 MLX = {"vendor": "0x15b3"}
@@ -254,8 +254,6 @@ def parse_hwloc_pci(path: Path) -> dict[str, HwlocPci]:
 @pytest.fixture(scope="module")
 def pci_dump(tmp_path_factory) -> HostPaths:
     tarball = FIXTURES / f"{PCI_DUMP}.tar.bz2"
-    if not tarball.is_file() or not (FIXTURES / f"{PCI_DUMP}.xml").is_file():
-        pytest.skip(f"sysfs-hwloc fixture {PCI_DUMP} not found in {FIXTURES}")
     dest = tmp_path_factory.mktemp("pcidump")
     tops = set()
     with tarfile.open(tarball) as tf:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -31,14 +32,10 @@ C = TypeVar("C", bound=Closable)
 Closing = Callable[[C], C]
 
 
-def make_pod(name: str, namespace: str, node: str, container_id: str) -> dict[str, Any]:
-    """A pod in wire format, with the camelCase keys both sources must preserve."""
-    assert "://" in container_id                      # kept as given
-    obj = pod_object(f"uid-{name}", name, namespace=namespace, node=node, containers={"main": container_id},
-                     spec_containers=[{"name": "main", "image": "busybox"}], labels_key=False)
-    obj["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z"
-    obj["status"]["containerStatuses"][0].update(ready=True, restartCount=0)
-    return obj
+# a pod in wire format, with the camelCase keys both sources must preserve (the container id, scheme included, as
+# given)
+pod = partial(pod_object, spec_containers=[{"name": "main", "image": "busybox"}], created="2024-01-01T00:00:00Z",
+              container_status={"ready": True, "restartCount": 0}, labels_key=False)
 
 
 def free_port() -> int:
@@ -72,7 +69,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 @pytest.fixture
 def kubelet() -> Iterator[KubeletDouble]:
     with KubeletDouble() as double:
-        double.pods = [make_pod("web-0", "default", "node-a", "containerd://aaa")]
+        double.pods = [pod("uid-web-0", "web-0", namespace="default", node="node-a",
+                           containers={"main": "containerd://aaa"})]
         yield double
 
 
@@ -106,7 +104,8 @@ def test_https_sends_bearer_token_and_picks_up_rotation(tls: TlsFiles, tmp_path:
     token_file = tmp_path / "token"
     token_file.write_text("tok-1\n")
     with KubeletDouble(tls=tls, required_token="tok-1") as double:
-        double.pods = [make_pod("web-0", "default", "node-a", "containerd://aaa")]
+        double.pods = [pod("uid-web-0", "web-0", namespace="default", node="node-a",
+                           containers={"main": "containerd://aaa"})]
         client = closing(KubeletClient("127.0.0.1", double.port, https=True, token_path=str(token_file), timeout=2.0))
         assert client.get_pods() == double.pods
         assert double.requests[-1].headers["authorization"] == "Bearer tok-1"
@@ -238,9 +237,12 @@ def test_get_configz(kubelet: KubeletDouble, http_client: Any) -> None:
 @pytest.fixture
 def apiserver() -> Iterator[ApiServerDouble]:
     with ApiServerDouble() as double:
-        double.add_pod(make_pod("web-0", "default", "node-a", "containerd://aaa"))
-        double.add_pod(make_pod("db-0", "prod", "node-a", "containerd://bbb"))
-        double.add_pod(make_pod("web-1", "default", "node-b", "containerd://ccc"))
+        double.add_pod(pod("uid-web-0", "web-0", namespace="default", node="node-a",
+                           containers={"main": "containerd://aaa"}))
+        double.add_pod(pod("uid-db-0", "db-0", namespace="prod", node="node-a",
+                           containers={"main": "containerd://bbb"}))
+        double.add_pod(pod("uid-web-1", "web-1", namespace="default", node="node-b",
+                           containers={"main": "containerd://ccc"}))
         yield double
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from functools import partial
+from typing import Any
 
 import pytest
 
@@ -12,31 +14,33 @@ from koordlet.base import wire
 from koordlet.podresources.merge import assign, merge
 from koordlet.rules.devices import allocation_ids, device_count
 from koordlet.states.deviceallocation import DeviceAllocation, VirtualFunction
-from koordlet.states.pod import pod_from_k8s
-from tests import builders
+from tests.builders import agent_pod
 
 GPU0, GPU1 = "GPU-5b1f0000-0000-0000-0000-000000000000", "GPU-7c2e0000-0000-0000-0000-000000000000"
 RDMA_PF, VF_A, VF_B = "0000:09:00.0", "0000:09:00.4", "0000:09:00.5"
 
 
-def pod_object(name, containers, allocated=None, sidecars=(), uid="11111111-2222-3333-4444-555555555555",
-               ns="default", phase="Running", annotations=None):
-    def spec_container(cname, limits, **extra):
-        return {"name": cname, "resources": {"limits": limits, "requests": dict(limits)}, **extra}
-    ann = dict(annotations or {})
-    if allocated is not None:
-        ann[wire.ANNOTATION_DEVICE_ALLOCATED] = allocated if isinstance(allocated, str) else json.dumps(allocated)
-    spec = {"containers": [spec_container(n, lim) for n, lim in containers]}
-    if sidecars:
-        spec["initContainers"] = [spec_container(n, lim, restartPolicy="Always") for n, lim in sidecars]
-        spec["initContainers"].append(spec_container("migrate", {}))     # a plain init container: not listed
-    return builders.pod_object(uid, name, namespace=ns, annotations=ann, phase=phase, qos=None,
-                               spec_containers=spec["containers"], init_containers=spec.get("initContainers"),
-                               statuses=False, api_version=False, labels_key=False)
+UID = "11111111-2222-3333-4444-555555555555"
 
 
-def pod(*args, **kwargs):
-    return pod_from_k8s(pod_object(*args, **kwargs))
+def limited(name: str, limits: dict[str, str]) -> dict[str, Any]:
+    """A spec container asking through its limits, as the API server stores it: requests defaulted to the limits."""
+    return {"name": name, "resources": {"limits": limits, "requests": dict(limits)}}
+
+
+def sidecar(name: str, limits: dict[str, str]) -> dict[str, Any]:
+    """A native sidecar: an init container that keeps running (restartPolicy Always)."""
+    return {**limited(name, limits), "restartPolicy": "Always"}
+
+
+def allocated(value: Any) -> dict[str, str]:
+    """The device-allocated annotation of this allocation; a string is used as it is (malformed on purpose)."""
+    return {wire.ANNOTATION_DEVICE_ALLOCATED: value if isinstance(value, str) else json.dumps(value)}
+
+
+MIGRATE = limited("migrate", {})           # a plain init container: never listed
+# pods as the API server lists them to the agent: the scheduler's allocation, no QoS class reported yet
+pod = partial(agent_pod, qos=None)
 
 
 def gpu(minor, uid, **res):
@@ -52,8 +56,10 @@ def rdma(pf, *vfs, percent="1"):
 
 
 def test_rdma_vfs_go_to_the_requesting_container_not_the_sidecar():
-    p = pod("train", [("app", {"cpu": "1"}), ("nic-user", {wire.RESOURCE_RDMA: "1"})],
-            {"rdma": [rdma(RDMA_PF, VF_A)]}, sidecars=[("mesh", {"cpu": "100m"})])
+    p = pod(UID, "train",
+            spec_containers=[limited("app", {"cpu": "1"}), limited("nic-user", {wire.RESOURCE_RDMA: "1"})],
+            init_containers=[sidecar("mesh", {"cpu": "100m"}), MIGRATE],
+            annotations=allocated({"rdma": [rdma(RDMA_PF, VF_A)]}))
     assignment, problems = assign(p)
     assert assignment == {"nic-user": {wire.RESOURCE_RDMA: [VF_A]}}
     assert problems == []
@@ -62,39 +68,43 @@ def test_rdma_vfs_go_to_the_requesting_container_not_the_sidecar():
 
 
 def test_whole_gpus_are_listed_by_uuid_under_nvidia_com_gpu():
-    p = pod("infer", [("app", {"nvidia.com/gpu": "2"})], {"gpu": [gpu(0, GPU0), gpu(1, GPU1)]})
+    p = pod(UID, "infer", spec_containers=[limited("app", {"nvidia.com/gpu": "2"})],
+            annotations=allocated({"gpu": [gpu(0, GPU0), gpu(1, GPU1)]}))
     assert assign(p)[0] == {"app": {"nvidia.com/gpu": [GPU0, GPU1]}}
 
 
 def test_allocations_are_split_between_containers_by_their_counts():
-    p = pod("two", [("a", {"nvidia.com/gpu": "1"}), ("b", {wire.RESOURCE_GPU_MEMORY_RATIO: "100",
-                                                          wire.RESOURCE_GPU_CORE: "100"})],
-            {"gpu": [gpu(0, GPU0), gpu(1, GPU1)]})
+    p = pod(UID, "two", spec_containers=[limited("a", {"nvidia.com/gpu": "1"}), limited("b", {
+                wire.RESOURCE_GPU_MEMORY_RATIO: "100", wire.RESOURCE_GPU_CORE: "100"})],
+            annotations=allocated({"gpu": [gpu(0, GPU0), gpu(1, GPU1)]}))
     assert assign(p)[0] == {"a": {"nvidia.com/gpu": [GPU0]}, "b": {"nvidia.com/gpu": [GPU1]}}
 
 
 def test_containers_sharing_a_card_each_see_it():
     shared = gpu(0, GPU0, **{wire.RESOURCE_GPU_MEMORY_RATIO: "50", wire.RESOURCE_GPU_CORE: "50"})
-    p = pod("share", [("a", {wire.RESOURCE_GPU_MEMORY_RATIO: "25"}), ("b", {wire.RESOURCE_GPU_MEMORY_RATIO: "25"})],
-            {"gpu": [shared]})
+    p = pod(UID, "share",
+            spec_containers=[limited("a", {wire.RESOURCE_GPU_MEMORY_RATIO: "25"}),
+                             limited("b", {wire.RESOURCE_GPU_MEMORY_RATIO: "25"})],
+            annotations=allocated({"gpu": [shared]}))
     assert assign(p)[0] == {"a": {"nvidia.com/gpu": [GPU0]}, "b": {"nvidia.com/gpu": [GPU0]}}
 
 
 def test_gpu_and_rdma_joint_allocation_and_the_pf_when_no_vfs():
-    p = pod("joint", [("app", {"nvidia.com/gpu": "1", wire.RESOURCE_RDMA: "100"})],
-            {"gpu": [gpu(0, GPU0)], "rdma": [rdma(RDMA_PF, percent="100")]})
+    p = pod(UID, "joint", spec_containers=[limited("app", {"nvidia.com/gpu": "1", wire.RESOURCE_RDMA: "100"})],
+            annotations=allocated({"gpu": [gpu(0, GPU0)], "rdma": [rdma(RDMA_PF, percent="100")]}))
     assert assign(p)[0] == {"app": {"nvidia.com/gpu": [GPU0], wire.RESOURCE_RDMA: [RDMA_PF]}}
 
 
 def test_annotation_without_a_request_lands_on_the_first_regular_container():
-    p = pod("noreq", [("app", {}), ("log", {})], {"rdma": [rdma(RDMA_PF, VF_A, VF_B)]},
-            sidecars=[("mesh", {})])
+    p = pod(UID, "noreq", spec_containers=[limited("app", {}), limited("log", {})],
+            init_containers=[sidecar("mesh", {}), MIGRATE],
+            annotations=allocated({"rdma": [rdma(RDMA_PF, VF_A, VF_B)]}))
     assert assign(p)[0] == {"app": {wire.RESOURCE_RDMA: [VF_A, VF_B]}}
 
 
 def test_fpga_has_a_name_and_unknown_types_are_left_out_with_a_reason():
-    p = pod("odd", [("app", {wire.RESOURCE_FPGA: "100"})],
-            {"fpga": [{"minor": 0, "id": "0000:3b:00.0"}], "xpu": [{"minor": 0, "id": "x0"}]})
+    p = pod(UID, "odd", spec_containers=[limited("app", {wire.RESOURCE_FPGA: "100"})],
+            annotations=allocated({"fpga": [{"minor": 0, "id": "0000:3b:00.0"}], "xpu": [{"minor": 0, "id": "x0"}]}))
     assignment, problems = assign(p)
     assert assignment == {"app": {wire.RESOURCE_FPGA: ["0000:3b:00.0"]}}
     assert len(problems) == 1 and "'xpu'" in problems[0]
@@ -104,7 +114,8 @@ def test_empty_ids_are_dropped():
     assert allocation_ids(DeviceAllocation("gpu", 0, "")) == []
     assert allocation_ids(DeviceAllocation("rdma", 0, RDMA_PF, vfs=(VirtualFunction(1, ""),
                                                                     VirtualFunction(2, VF_B)))) == [VF_B]
-    p = pod("noid", [("app", {"nvidia.com/gpu": "1"})], {"gpu": [{"minor": 3, "resources": {}}]})
+    p = pod(UID, "noid", spec_containers=[limited("app", {"nvidia.com/gpu": "1"})],
+            annotations=allocated({"gpu": [{"minor": 3, "resources": {}}]}))
     assert assign(p)[0] == {}
 
 
@@ -124,7 +135,8 @@ def test_device_count_follows_the_scheduler(dtype, requests, count):
 
 
 def test_deprecated_resource_names_count_as_requests():
-    p = pod("old", [("a", {}), ("b", {"kubernetes.io/rdma": "1"})], {"rdma": [rdma(RDMA_PF, VF_A)]})
+    p = pod(UID, "old", spec_containers=[limited("a", {}), limited("b", {"kubernetes.io/rdma": "1"})],
+            annotations=allocated({"rdma": [rdma(RDMA_PF, VF_A)]}))
     assert assign(p)[0] == {"b": {wire.RESOURCE_RDMA: [VF_A]}}
 
 
@@ -138,8 +150,8 @@ def kubelet_entry(ns, name, containers):
 
 
 def test_merge_keeps_the_kubelet_answer_and_adds_ours_sorted_without_repeats():
-    p = pod("train", [("app", {"nvidia.com/gpu": "1", wire.RESOURCE_RDMA: "1"})],
-            {"gpu": [gpu(0, GPU0)], "rdma": [rdma(RDMA_PF, VF_A)]})
+    p = pod(UID, "train", spec_containers=[limited("app", {"nvidia.com/gpu": "1", wire.RESOURCE_RDMA: "1"})],
+            annotations=allocated({"gpu": [gpu(0, GPU0)], "rdma": [rdma(RDMA_PF, VF_A)]}))
     listed = kubelet_entry("default", "train", [("app", {"openshift.io/sriov": ["0000:af:00.2"],
                                                          "nvidia.com/gpu": [GPU0]})])
     merged = merge([listed], [p])
@@ -153,9 +165,10 @@ def test_merge_keeps_the_kubelet_answer_and_adds_ours_sorted_without_repeats():
 
 
 def test_merge_lists_pods_the_answer_lacks_and_reports_pods_the_view_lacks():
-    new = pod("new", [("app", {wire.RESOURCE_RDMA: "1"})], {"rdma": [rdma(RDMA_PF, VF_B)]},
-              sidecars=[("mesh", {})], uid="22222222-2222-3333-4444-555555555555")
-    gone = pod("done", [("app", {})], phase="Succeeded", uid="33333333-2222-3333-4444-555555555555")
+    new = pod("22222222-2222-3333-4444-555555555555", "new",
+              spec_containers=[limited("app", {wire.RESOURCE_RDMA: "1"})],
+              init_containers=[sidecar("mesh", {}), MIGRATE], annotations=allocated({"rdma": [rdma(RDMA_PF, VF_B)]}))
+    gone = pod("33333333-2222-3333-4444-555555555555", "done", spec_containers=[limited("app", {})], phase="Succeeded")
     merged = merge([kubelet_entry("kube-system", "dns", [("coredns", {})])], [new, gone])
     entries = {(e.namespace, e.name): e for e in merged.response.pod_resources}
     assert set(entries) == {("kube-system", "dns"), ("default", "new")}
@@ -166,9 +179,10 @@ def test_merge_lists_pods_the_answer_lacks_and_reports_pods_the_view_lacks():
 
 
 def test_a_malformed_annotation_costs_that_pod_its_devices_only():
-    bad = pod("bad", [("app", {})], '{"rdma": [{"minor": "zero"}]}')
-    good = pod("good", [("app", {wire.RESOURCE_RDMA: "1"})], {"rdma": [rdma(RDMA_PF, VF_A)]},
-               uid="44444444-2222-3333-4444-555555555555")
+    bad = pod(UID, "bad", spec_containers=[limited("app", {})], annotations=allocated('{"rdma": [{"minor": "zero"}]}'))
+    good = pod("44444444-2222-3333-4444-555555555555", "good",
+               spec_containers=[limited("app", {wire.RESOURCE_RDMA: "1"})],
+               annotations=allocated({"rdma": [rdma(RDMA_PF, VF_A)]}))
     merged = merge([kubelet_entry("default", "bad", [("app", {"x/y": ["1"]})]),
                     kubelet_entry("default", "good", [("app", {})])], [bad, good])
     bad_entry, good_entry = merged.response.pod_resources

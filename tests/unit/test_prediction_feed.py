@@ -5,24 +5,19 @@ from __future__ import annotations
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.prediction.feed import Prediction, training_samples
 from koordlet.prediction.server import PredictionConfig, Resources, node_item_key
-from koordlet.states.informer import PodMeta
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 
 NOW = 1_800_000_000.0
 UID_PROD, UID_BATCH, UID_IDLE = ("00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b",
                                  "00000000-0000-0000-0000-00000000000c")
 
 
-def meta(uid: str, name: str, qos: str, cpu: str, memory: str) -> PodMeta:
-    obj = pod_object(uid, name, qos=qos)
-    obj["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"      # long past the 24 h cold start
-    obj["spec"]["containers"] = [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
-    return PodMeta(pod_from_k8s(obj), "", ())
-
-
-PODS = (meta(UID_PROD, "prod", "Guaranteed", "2", "4Gi"), meta(UID_BATCH, "batch", "BestEffort", "0", "0"),
-        meta(UID_IDLE, "idle", "Burstable", "1", "1Gi"))
+# created long past the 24 h cold start; one container, c, with these requests
+PODS = tuple(pod_meta(uid, name, qos=qos, created="2020-01-01T00:00:00Z",
+                      resources={"c": {"requests": {"cpu": cpu, "memory": memory}}})
+             for uid, name, qos, cpu, memory in [(UID_PROD, "prod", "Guaranteed", "2", "4Gi"),
+                                                 (UID_BATCH, "batch", "BestEffort", "0", "0"),
+                                                 (UID_IDLE, "idle", "Burstable", "1", "1Gi")])
 
 
 def filled_cache() -> MetricCache:

@@ -8,9 +8,7 @@ from koordlet.component import Tick
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
 from koordlet.host.psi import PSI, ZERO_LINE, PSILine, cgroup_psi, node_psi, parse_pressure, read_pressure
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import host_paths, pod_object
+from tests.builders import host_paths, pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
@@ -113,10 +111,8 @@ def make_pods(host, cg, with_pressure=True):
     write_pressure(host, cg.layout.qos_dir(KubeQOS.GUARANTEED))
     host.add_pod(KubeQOS.BURSTABLE, "u-web", containers={A: CgroupValues(), B: CgroupValues()})
     host.add_pod(KubeQOS.GUARANTEED, "u-db", containers={C: CgroupValues()})
-    web = meta_for(pod_from_k8s(pod_object("u-web", "web", namespace="ns1", qos="Burstable",
-                                           containers={"app": A, "side": B})), cg.layout)
-    db = meta_for(pod_from_k8s(pod_object("u-db", "db", namespace="ns2", qos="Guaranteed",
-                                          containers={"main": C})), cg.layout)
+    web = pod_meta("u-web", "web", namespace="ns1", qos="Burstable", containers={"app": A, "side": B}, layout=cg.layout)
+    db = pod_meta("u-db", "db", namespace="ns2", qos="Guaranteed", containers={"main": C}, layout=cg.layout)
     if with_pressure:
         write_pressure(host, web.cgroup_dir, cpu=(11.0, 12.0, 13.0, 1), cpu_full=None)   # older kernel: no cpu full
         write_pressure(host, web.containers[0][1], cpu=(21.0, 22.0, 23.0, 1))

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from functools import partial
 
 import pytest
 
 from koordlet.host.cgroup import KubeQOS
 from koordlet.rules import cpu_qos, resources
 from koordlet.states.decode import DecodeError
-from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
-from koordlet.states.pod import pod_from_k8s, resource_status
-from tests.builders import pod_object
+from koordlet.states.pod import resource_status
+from tests.builders import agent_pod, node_view
 
 
 def slo(policy=None, lsr=None, ls=None, be=None, threshold=None):
@@ -31,14 +31,10 @@ def slo(policy=None, lsr=None, ls=None, be=None, threshold=None):
     return merged
 
 
-def pod(qos_label=None, kube="Burstable", annotations=None, labels=None, containers=()):
-    lb = dict(labels or {})
-    if qos_label is not None:
-        lb["koordinator.sh/qosClass"] = qos_label
-    return pod_from_k8s(pod_object("u-1", "p", namespace="ns", labels=lb, annotations=dict(annotations or {}),
-                                   qos=kube, phase=None,
-                                   containers={f"c{i}": f"{i:064x}" for i in range(len(containers))},
-                                   resources={f"c{i}": res for i, res in enumerate(containers)}))
+# the one pod of these tables, as the kubelet reports it before a phase; each test gives its QoS classes,
+# annotations and containers
+pod = partial(agent_pod, "u-1", "p", namespace="ns", phase=None)
+C0, C1 = f"{0:064x}", f"{1:064x}"          # container ids
 
 
 ALL_ON = {"enable": True}
@@ -54,27 +50,27 @@ ALL_ON = {"enable": True}
 ])
 def test_pod_bvt_all_classes_enabled(label, kube, expected):
     rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
-    assert cpu_qos.pod_bvt(rule, pod(label, kube)) == expected
+    assert cpu_qos.pod_bvt(rule, pod(qos_class=label, qos=kube)) == expected
 
 
 def test_defaults_disable_everything_and_root_dir_is_always_zero():
     rule = cpu_qos.cpu_qos_rule(slo())
     assert not rule.enabled
     assert [rule.kube_dir_bvt(q) for q in KubeQOS] == [0, 0, 0]
-    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == 0
+    assert cpu_qos.pod_bvt(rule, pod(qos_class="BE", qos="BestEffort")) == 0
     on = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON))
     assert [on.kube_dir_bvt(q) for q in KubeQOS] == [0, 2, -1]
 
 
 def test_guaranteed_without_class_uses_ls_when_lsr_is_off():
     rule = cpu_qos.cpu_qos_rule(slo(ls={"enable": True, "groupIdentity": 1}))
-    assert cpu_qos.pod_bvt(rule, pod(None, "Guaranteed")) == 1
-    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed")) == 0
+    assert cpu_qos.pod_bvt(rule, pod(qos="Guaranteed")) == 1
+    assert cpu_qos.pod_bvt(rule, pod(qos_class="LSR", qos="Guaranteed")) == 0
 
 
 def test_core_sched_policy_turns_group_identity_off():
     rule = cpu_qos.cpu_qos_rule(slo("coreSched", lsr=ALL_ON, ls=ALL_ON, be={"enable": True, "schedIdle": 1}))
-    assert not rule.enabled and cpu_qos.pod_bvt(rule, pod("BE", "BestEffort")) == 0
+    assert not rule.enabled and cpu_qos.pod_bvt(rule, pod(qos_class="BE", qos="BestEffort")) == 0
     assert rule.idle == {KubeQOS.GUARANTEED: 0, KubeQOS.BURSTABLE: 0, KubeQOS.BESTEFFORT: 1}
 
 
@@ -86,7 +82,7 @@ def test_core_sched_policy_turns_group_identity_off():
 ])
 def test_cpu_qos_annotation_for_ls_pods(annotation, expected):
     rule = cpu_qos.cpu_qos_rule(slo(ls=ALL_ON))
-    p = pod("LS", annotations={"koordinator.sh/cpuQOS": json.dumps(annotation)})
+    p = pod(qos_class="LS", annotations={"koordinator.sh/cpuQOS": json.dumps(annotation)})
     assert cpu_qos.pod_bvt(rule, p) == expected
 
 
@@ -96,7 +92,7 @@ def test_cpu_qos_annotation_for_ls_pods(annotation, expected):
 ])
 def test_malformed_cpu_qos_annotation_keeps_the_class_value(raw, problem):
     rule = cpu_qos.cpu_qos_rule(slo(ls=ALL_ON))
-    p = pod("LS", annotations={"koordinator.sh/cpuQOS": raw})
+    p = pod(qos_class="LS", annotations={"koordinator.sh/cpuQOS": raw})
     with pytest.raises(DecodeError) as e:
         cpu_qos.pod_bvt(rule, p)
     assert problem in str(e.value) and e.value.key == "koordinator.sh/cpuQOS"
@@ -106,8 +102,9 @@ def test_malformed_cpu_qos_annotation_keeps_the_class_value(raw, problem):
 def test_cpu_qos_annotation_ignored_for_other_classes():
     rule = cpu_qos.cpu_qos_rule(slo(lsr=ALL_ON, be=ALL_ON))
     ann = {"koordinator.sh/cpuQOS": '{"enable": true, "groupIdentity": 1}'}
-    assert cpu_qos.pod_bvt(rule, pod("BE", "BestEffort", annotations=ann)) == -1
-    assert cpu_qos.pod_bvt(rule, pod("LSR", "Guaranteed", annotations={"koordinator.sh/cpuQOS": "{"})) == 2
+    assert cpu_qos.pod_bvt(rule, pod(qos_class="BE", qos="BestEffort", annotations=ann)) == -1
+    bad = pod(qos_class="LSR", qos="Guaranteed", annotations={"koordinator.sh/cpuQOS": "{"})
+    assert cpu_qos.pod_bvt(rule, bad) == 2
 
 
 @pytest.mark.parametrize("be,bvt_supported,expected_be", [
@@ -128,8 +125,8 @@ def test_host_app_bvt():
 
 # --- cpuset -------------------------------------------------------------------------------------------------
 
-VIEW = NodeView(pods=(), slo=slo(), host_apps=(), topology=None, node=NodeInfo("n"),  # type: ignore[arg-type]
-                ls_pools={0: (2, 3), 1: (6, 7)}, be_pools={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)}, system_cpus=(0,))
+VIEW = node_view(slo=slo(), ls_pools={0: (2, 3), 1: (6, 7)}, be_pools={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)},
+                 system_cpus=(0,))
 
 
 def status(p):
@@ -149,8 +146,7 @@ def status(p):
     (None, "Guaranteed", {}, "static", None),           # the kubelet's static policy owns it
 ])
 def test_container_cpuset(label, kube, annotations, policy, expected):
-    from dataclasses import replace
-    p = pod(label, kube, annotations)
+    p = pod(qos_class=label, qos=kube, annotations=annotations)
     assert resources.container_cpuset(p, status(p), replace(VIEW, cpu_manager_policy=policy)) == expected
 
 
@@ -158,7 +154,8 @@ def test_container_cpuset(label, kube, annotations, policy, expected):
                                  "[]"])
 def test_malformed_resource_status_is_refused_with_the_key(raw):
     with pytest.raises(DecodeError, match="scheduling.koordinator.sh/resource-status"):
-        resource_status(pod("LSR", "Guaranteed", {"scheduling.koordinator.sh/resource-status": raw}))
+        resource_status(pod(qos_class="LSR", qos="Guaranteed",
+                                      annotations={"scheduling.koordinator.sh/resource-status": raw}))
 
 
 def test_host_app_cpuset_only_for_ls():
@@ -174,23 +171,24 @@ UNLIMITED = {"requests": {"kubernetes.io/batch-cpu": "250"}}
 
 
 def test_batch_container_and_pod():
-    p = pod("BE", "BestEffort", containers=(BATCH, UNLIMITED))
+    p = pod(qos_class="BE", qos="BestEffort", containers={"c0": C0, "c1": C1},
+            resources={"c0": BATCH, "c1": UNLIMITED})
     c0, c1 = p.containers
     assert resources.batch_container(p, c0) == resources.Settings(cpu_shares=512, cfs_quota=200000,
                                                                   memory_limit=2 << 30)
     assert resources.batch_container(p, c1) == resources.Settings(cpu_shares=256, cfs_quota=-1, memory_limit=-1)
     assert resources.batch_pod(p, p.containers) == resources.Settings(cpu_shares=768, cfs_quota=-1,
                                                                       memory_limit=-1)
-    one = pod("BE", "BestEffort", containers=(BATCH,))
+    one = pod(qos_class="BE", qos="BestEffort", containers={"c0": C0}, resources={"c0": BATCH})
     assert resources.batch_pod(one, one.containers).cfs_quota == 200000
     assert resources.batch_pod(one, one.containers, ratio=1.25).cfs_quota == 160000
     assert resources.batch_pod(one, one.containers, quota_enabled=False).cfs_quota == -1
 
 
 def test_batch_only_for_be_and_minimum_shares():
-    assert resources.batch_container(pod("LS", containers=(BATCH,)), pod("LS", containers=(BATCH,)).containers[0]) \
-        == resources.Settings()
-    p = pod("BE", "BestEffort", containers=({},))
+    ls = pod(qos_class="LS", containers={"c0": C0}, resources={"c0": BATCH})
+    assert resources.batch_container(ls, ls.containers[0]) == resources.Settings()
+    p = pod(qos_class="BE", qos="BestEffort", containers={"c0": C0}, resources={"c0": {}})
     assert resources.batch_container(p, p.containers[0]).cpu_shares == 2
 
 

@@ -4,6 +4,7 @@ this VM lacks) and the reconciler's isolation of a failing strategy."""
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS
@@ -14,12 +15,15 @@ from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import meta_for
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor
-from tests.unit.test_qos_rules import BATCH, pod, slo
+from tests.builders import agent_pod, node_view
+from tests.unit.test_qos_rules import BATCH, slo
 
 ALL_ON = {"enable": True}
+C0 = f"{0:064x}"                           # container id
+
+# pods as the kubelet reports them before a phase; uid, QoS classes, annotations and containers vary
+pod = partial(agent_pod, namespace="ns", phase=None)
 
 
 def fake_host(tmp_path, files=("cpu.bvt_warp_ns", "cpu.idle"), gi_sysctl: str | None = "0"):
@@ -67,24 +71,19 @@ def build(cg, files, pods):
     return tuple(metas)
 
 
-def with_uid(p, uid):
-    from dataclasses import replace
-    return replace(p, uid=uid, name=uid)
-
-
 def test_group_identity_on_an_anolis_tree(tmp_path, caplog):
     paths, cg, files = fake_host(tmp_path)
-    pods = [with_uid(pod("LSR", "Guaranteed", containers=({},)), "u-lsr"),
-            with_uid(pod("LS", "Burstable", containers=({},),
-                         annotations={"koordinator.sh/cpuQOS": '{"enable": true, "groupIdentity": 1}'}), "u-ls"),
-            with_uid(pod("BE", "BestEffort", containers=({},)), "u-be"),
-            with_uid(pod("LS", "Burstable", annotations={"koordinator.sh/cpuQOS": "{oops"}), "u-bad")]
+    one = {"containers": {"c0": C0}, "resources": {"c0": {}}}
+    pods = [pod("u-lsr", "u-lsr", qos_class="LSR", qos="Guaranteed", **one),
+            pod("u-ls", "u-ls", qos_class="LS", qos="Burstable", **one,
+                annotations={"koordinator.sh/cpuQOS": '{"enable": true, "groupIdentity": 1}'}),
+            pod("u-be", "u-be", qos_class="BE", qos="BestEffort", **one),
+            pod("u-bad", "u-bad", qos_class="LS", qos="Burstable", annotations={"koordinator.sh/cpuQOS": "{oops"})]
     metas = build(cg, files, pods)
     mkcg(cg, "kubepods/besteffort/poddangling", files)
     mkcg(cg, "host-best-effort/logagent", files)
-    view = NodeView(metas, slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON), (HostApp("logagent", "koord-batch", "BE",
-                                                                           "host-best-effort/logagent"),),
-                    None, NodeInfo("n"))  # type: ignore[arg-type]
+    view = node_view(pods=metas, slo=slo(lsr=ALL_ON, ls=ALL_ON, be=ALL_ON),
+                     host_apps=(HostApp("logagent", "koord-batch", "BE", "host-best-effort/logagent"),))
     strategy = CPUQOS(cg, paths)
     assert strategy.bvt and strategy.idle
     ex = Executor(cg)
@@ -106,26 +105,27 @@ def test_group_identity_on_an_anolis_tree(tmp_path, caplog):
     assert caplog.text.count("koordinator.sh/cpuQOS: not JSON") == 1     # no log spam per cycle
 
     # turning the classes off resets every level to 0 (the kernel switch stays on: files are the switch)
-    strategy.reconcile(NodeView(metas, slo(), view.host_apps, None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    strategy.reconcile(node_view(pods=metas, host_apps=view.host_apps), ex)
     assert value(cg, "cpu", metas[2].cgroup_dir, "cpu.bvt_warp_ns") == "0"
     assert value(cg, "cpu", metas[2].containers[0][1], "cpu.bvt_warp_ns") == "0"
 
 
 def test_group_identity_disabled_in_rule_and_kernel_writes_nothing(tmp_path):
     paths, cg, files = fake_host(tmp_path, gi_sysctl="0")
-    metas = build(cg, files, [pod("BE", "BestEffort")])
+    metas = build(cg, files, [pod("u-1", "p", qos_class="BE", qos="BestEffort")])
     ex = Executor(cg)
-    CPUQOS(cg, paths).reconcile(NodeView(metas, slo(), (), None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    CPUQOS(cg, paths).reconcile(node_view(pods=metas), ex)
     assert ex.events() == []
 
 
 def test_no_bvt_kernel_uses_cpu_idle_for_be(tmp_path):
     paths, cg, files = fake_host(tmp_path, files=("cpu.idle",), gi_sysctl=None)
-    metas = build(cg, files, [pod("BE", "BestEffort", containers=({},))])
+    metas = build(cg, files, [pod("u-1", "p", qos_class="BE", qos="BestEffort", containers={"c0": C0},
+                                  resources={"c0": {}})])
     strategy = CPUQOS(cg, paths)
     assert (strategy.bvt, strategy.idle) == (False, True)
     ex = Executor(cg)
-    strategy.reconcile(NodeView(metas, slo(be=ALL_ON), (), None, NodeInfo("n")), ex)  # type: ignore[arg-type]
+    strategy.reconcile(node_view(pods=metas, slo=slo(be=ALL_ON)), ex)
     assert [value(cg, "cpu", cg.layout.qos_dir(q), "cpu.idle") for q in KubeQOS] == ["0", "0", "1"]
     assert all(not str(e["file"]).endswith("bvt_warp_ns") for e in ex.events())   # never attempted
     r = ex.update([])
@@ -134,20 +134,21 @@ def test_no_bvt_kernel_uses_cpu_idle_for_be(tmp_path):
 
 def test_pod_resources_cpuset_and_batch(tmp_path, caplog):
     _paths, cg, files = fake_host(tmp_path, files=())
-    pinned = with_uid(pod("LSR", "Guaranteed", containers=({},),
-                          annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'}), "u-lsr")
-    ls = with_uid(pod("LS", "Burstable", containers=({},)), "u-ls")
-    be = with_uid(pod("BE", "BestEffort", containers=(BATCH,)), "u-be")
-    broken = with_uid(pod("LSR", "Guaranteed", containers=({},),
-                          annotations={"scheduling.koordinator.sh/resource-status": "{"}), "u-broken")
+    one = {"containers": {"c0": C0}, "resources": {"c0": {}}}
+    pinned = pod("u-lsr", "u-lsr", qos_class="LSR", qos="Guaranteed", **one,
+                 annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "4-5"}'})
+    ls = pod("u-ls", "u-ls", qos_class="LS", qos="Burstable", **one)
+    be = pod("u-be", "u-be", qos_class="BE", qos="BestEffort", containers={"c0": C0}, resources={"c0": BATCH})
+    broken = pod("u-broken", "u-broken", qos_class="LSR", qos="Guaranteed", **one,
+                 annotations={"scheduling.koordinator.sh/resource-status": "{"})
     metas = build(cg, files, [pinned, ls, be, broken])
     sandbox = metas[0].cgroup_dir + "/" + "f" * 64
     mkcg(cg, sandbox, files)
     for m in metas:
         with open(cg.path("cpu", m.cgroup_dir, "cpu.cfs_quota_us"), "w") as f:
             f.write("400000\n")
-    view = NodeView(metas, slo(), (HostApp("nginx", "koord-prod", "LS", "host-latency-sensitive/nginx"),),
-                    None, NodeInfo("n"), ls_pools={0: (0, 1, 2, 3), 1: (6, 7)})  # type: ignore[arg-type]
+    view = node_view(pods=metas, host_apps=(HostApp("nginx", "koord-prod", "LS", "host-latency-sensitive/nginx"),),
+                     ls_pools={0: (0, 1, 2, 3), 1: (6, 7)})
     mkcg(cg, "host-latency-sensitive/nginx", ())
     ex = Executor(cg)
     strategy = PodResources()
@@ -191,7 +192,7 @@ def test_a_failing_strategy_does_not_stop_the_others(tmp_path, caplog):
 
     metrics = AgentMetrics("n")
     rec = Reconciler(Executor(cg), [Broken(), Working()], metrics)
-    view = NodeView((), slo(), (), None, NodeInfo("n"))  # type: ignore[arg-type]
+    view = node_view()
     rec.run_once(view)
     rec.run_once(view)
     assert len(calls) == 2 and caplog.text.count("qos strategy failed name=broken") == 1

@@ -23,9 +23,9 @@ from koordlet.qos.resctrl import Resctrl, class_schemata, l3_mask, mb_value, par
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import NodeSLOSpec, ResctrlQOSCfg, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Container, Pod
 from koordlet.writer.executor import Executor
+from tests.builders import node_view
 
 QOS_LABEL = "koordinator.sh/qosClass"
 KUBE = {"Guaranteed": KubeQOS.GUARANTEED, "Burstable": KubeQOS.BURSTABLE, "BestEffort": KubeQOS.BESTEFFORT}
@@ -232,8 +232,7 @@ class Env:
         self.pods[uid] = PodMeta(pod, meta.cgroup_dir, meta.containers)
 
     def cycle(self, advance: float = 1.0) -> None:
-        view = NodeView(pods=tuple(self.pods.values()), slo=self.slo, host_apps=(), topology=None,  # type: ignore
-                        node=NodeInfo("n1"))
+        view = node_view(pods=self.pods.values(), slo=self.slo, node=NodeInfo("n1"))
         self.strategy.reconcile(view, self.executor)
         self.fake.apply()
         assert self.fake.violations == [], self.fake.violations
@@ -336,8 +335,7 @@ def test_failed_write_is_retried_line_by_line(tmp_path: Any) -> None:
     path = os.path.join(env.fake.root, "BE", "schemata")
     os.remove(path)
     os.symlink("/proc/version", path)      # readable, but every write fails (EIO) as a rejected schemata would
-    env.strategy.reconcile(NodeView(pods=(), slo=env.slo, host_apps=(), topology=None,  # type: ignore
-                                    node=NodeInfo("n1")), env.executor)
+    env.strategy.reconcile(node_view(slo=env.slo, node=NodeInfo("n1")), env.executor)
     assert env.executor.total.failed == 3                                     # both lines, then each alone
 
 

@@ -18,10 +18,10 @@ from koordlet.rules.resources import Settings
 from koordlet.states.runtimepods import MAX_SANDBOXES, RuntimePod, RuntimePods
 from koordlet.states.standalone import StandalonePodSource
 from nri_plugin.hooks import Hooks
-from tests.builders import pod_object
+from tests.builders import node_view, pod_object
 from tests.fakehost import CgroupValues, FakeHost
 from tests.hookfeatures import hook_features
-from tests.unit.test_nri_hooks import be_spec, container, resources, sandbox, view
+from tests.unit.test_nri_hooks import POOLS, be_spec, container, resources, sandbox
 from tests.unit.test_qos_rules import BATCH
 
 APP, PAUSE, LATE = "a" * 64, "f" * 64, "c" * 64
@@ -58,9 +58,10 @@ def test_runtime_names_the_pod_its_containers_and_its_sandbox(tmp_path):
     ((app, _rel),) = meta.containers                      # the pause container's dir is not a container
     assert (app.name, app.id, app.known) == ("app", APP, True)
     assert app.resources.batch_cpu_limit == 2000 and app.resources.batch_memory_limit == POD_MEMORY
-    plan = PodResources().plan(meta, view())
-    assert (plan.pod.cpu_shares, plan.pod.cfs_quota, plan.pod.memory_limit) == (512, POD_QUOTA, POD_MEMORY)
-    assert [(s.cfs_quota, s.memory_limit) for s in plan.containers] == [(POD_QUOTA, POD_MEMORY)]
+    plan = PodResources().plan(meta, node_view(ls_pools=POOLS))
+    pod_s, per_container = plan.pod, list(zip((rel for _, rel in meta.containers), plan.containers, strict=True))
+    assert (pod_s.cpu_shares, pod_s.cfs_quota, pod_s.memory_limit) == (512, POD_QUOTA, POD_MEMORY)
+    assert [(s.cfs_quota, s.memory_limit) for _, s in per_container] == [(POD_QUOTA, POD_MEMORY)]
 
 
 def test_unnamed_child_dirs_never_loosen_the_pod_batch_limits(tmp_path):
@@ -71,13 +72,14 @@ def test_unnamed_child_dirs_never_loosen_the_pod_batch_limits(tmp_path):
     runtime.sandbox(told(be_sandbox()))                   # the pod is named, its containers are not (yet)
     (meta,) = StandalonePodSource(cgroups, runtime=runtime)()
     assert [c.known for c, _ in meta.containers] == [False]
-    plan = PodResources().plan(meta, view())
-    assert plan.pod == Settings()
-    assert list(plan.containers) == [Settings()]
+    plan = PodResources().plan(meta, node_view(ls_pools=POOLS))
+    pod_s, per_container = plan.pod, list(zip((rel for _, rel in meta.containers), plan.containers, strict=True))
+    assert pod_s == Settings()
+    assert [s for _, s in per_container] == [Settings()]
 
     (bare,) = StandalonePodSource(cgroups)()              # nothing but the cgroup tree
     assert not bare.described and {c.known for c, _ in bare.containers} == {False}
-    assert PodResources().plan(bare, view()).pod == Settings()
+    assert PodResources().plan(bare, node_view(ls_pools=POOLS)).pod == Settings()
 
 
 def test_a_pods_file_spec_tells_the_sandbox_dir_from_app_containers(tmp_path):
@@ -88,7 +90,7 @@ def test_a_pods_file_spec_tells_the_sandbox_dir_from_app_containers(tmp_path):
                                         labels={"koordinator.sh/qosClass": "BE"}, resources={"app": BATCH})]))
     (meta,) = StandalonePodSource(cgroups, str(f))()
     assert sorted((c.name, c.known) for c, _ in meta.containers) == [("app", True), (PAUSE[:12], False)]
-    pod_s = PodResources().plan(meta, view()).pod
+    pod_s = PodResources().plan(meta, node_view(ls_pools=POOLS)).pod
     assert (pod_s.cfs_quota, pod_s.memory_limit) == (POD_QUOTA, POD_MEMORY)
 
 
@@ -102,7 +104,7 @@ def test_a_malformed_spec_annotation_costs_only_that_pods_batch_settings(tmp_pat
     (meta,) = source()
     source()
     assert meta.pod.qos_class == "BE" and [c.known for c, _ in meta.containers] == [False]
-    assert PodResources().plan(meta, view()).pod == Settings()
+    assert PodResources().plan(meta, node_view(ls_pools=POOLS)).pod == Settings()
     assert sum("extended-resource-spec" in r.getMessage() for r in caplog.records) == 1     # once per pod
 
 
@@ -111,7 +113,7 @@ def test_hooks_use_the_sandbox_over_a_cgroup_only_record(tmp_path):
     decide from the sandbox's labels and annotations, as RunPodSandbox did."""
     _host, cgroups = be_host(tmp_path)
     (bare,) = StandalonePodSource(cgroups)()
-    v = view([bare])
+    v = node_view(pods=[bare], ls_pools=POOLS)
     runtime = RuntimePods()
     woken = []
     h = Hooks(hook_features(), cgroups.layout, lambda: v, runtime=runtime, on_runtime_news=lambda: woken.append(1))
@@ -127,7 +129,7 @@ def test_synchronize_replaces_what_the_runtime_said_before(tmp_path):
     _host, cgroups = be_host(tmp_path)
     runtime = RuntimePods()
     runtime.sandbox(RuntimePod("gone-uid", "x" * 64, "old", "ns"))
-    h = Hooks(hook_features(), cgroups.layout, lambda: view(), runtime=runtime)
+    h = Hooks(hook_features(), cgroups.layout, lambda: node_view(ls_pools=POOLS), runtime=runtime)
     sb = be_sandbox()
     h.synchronize([sb], [container(sb, "app", APP, state=api.CONTAINER_RUNNING)])
     assert runtime.get("gone-uid") is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from functools import partial
 
 import pytest
 
@@ -43,26 +44,27 @@ def ts(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod(name="", *, ns="default", uid=None, priority=None, req=None, lim=None, labels=None, annotations=None,
-        scheduled=None, initialized=None, owner=None, phase=None, containers=None):
-    """A pod as upstream's st.MakePod() builds it: no status.qosClass (computed from the spec), one container
-    when it asks for anything (``containers="one"``: one without resources)."""
+def asks(req: dict[str, str] | None = None, lim: dict[str, str] | None = None) -> dict[str, dict]:
+    """The resources of a pod's one container, main, as upstream's st.MakePod() adds it: only when it asks for
+    anything."""
     resources = {k: v for k, v in (("requests", req), ("limits", lim)) if v}
-    one = bool(resources) or containers == "one"
-    obj = pod_object(uid or f"uid-{ns}-{name}", name, namespace=ns, qos=None, priority=priority, phase=phase,
-                     labels=labels, annotations=annotations, containers={"main": "c1"} if one else {},
-                     resources={"main": resources} if resources else None, statuses=False)
-    conditions = []
-    if scheduled is not None:
-        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(scheduled)})
-    if initialized is not None:
-        status, at = initialized if isinstance(initialized, tuple) else ("True", initialized)
-        conditions.append({"type": "Initialized", "status": status, "lastTransitionTime": ts(at)})
-    if conditions:
-        obj["status"]["conditions"] = conditions
-    if owner:
-        obj["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "o"}]
-    return obj
+    return {"main": resources} if resources else {}
+
+
+def scheduled_at(t: float) -> dict[str, str]:
+    return {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(t)}
+
+
+def initialized_at(t: float, status: str = "True") -> dict[str, str]:
+    return {"type": "Initialized", "status": status, "lastTransitionTime": ts(t)}
+
+
+def owned_by(kind: str) -> dict[str, str]:
+    return {"apiVersion": "apps/v1", "kind": kind, "name": "x", "uid": "o"}
+
+
+# a pod as upstream's st.MakePod() builds it: no status.qosClass (computed from the spec), no container statuses
+pod = partial(pod_object, qos=None, phase=None, statuses=False)
 
 
 def node(name=NODE, *, cpu="96", memory="512Gi", annotations=None, rv=None):
@@ -147,7 +149,8 @@ def test_expiry_off_and_custom_expiration():
 
 PROD_PODS_METRIC = [("default", "prod-pod-1", "koord-prod", res("30", "200Gi")),
                     ("default", "prod-pod-2", "koord-prod", res("33", "300Gi"))]
-TWO_PROD_PODS = [pod("prod-pod-1", priority=PROD), pod("prod-pod-2", priority=PROD)]
+TWO_PROD_PODS = [pod("uid-default-prod-pod-1", "prod-pod-1", priority=PROD),
+                 pod("uid-default-prod-pod-2", "prod-pod-2", priority=PROD)]
 P95_70 = [("5m0s", {"p95": res("70", "256Gi")})]
 
 FILTER_CASES = [
@@ -175,29 +178,30 @@ FILTER_CASES = [
     pytest.param(dict(args={"usageThresholds": {"cpu": 100, "memory": 100},
                             "prodUsageThresholds": {"cpu": 50, "memory": 100}},
                       metric=metric(usage=res("63", "500Gi"), pods=PROD_PODS_METRIC), pods=TWO_PROD_PODS,
-                      test_pod=pod("prod-pod-3", priority=PROD)),
+                      test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=PROD)),
                  "node(s) cpu usage exceed threshold", id="filter prod cpu usage"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 100, "memory": 100},
                             "prodUsageThresholds": {"cpu": 100, "memory": 50}},
                       metric=metric(usage=res("63", "500Gi"), pods=PROD_PODS_METRIC), pods=TWO_PROD_PODS,
-                      test_pod=pod("prod-pod-3", priority=PROD)),
+                      test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=PROD)),
                  "node(s) memory usage exceed threshold", id="filter prod memory usage"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 100, "memory": 100},
                             "prodUsageThresholds": {"cpu": 100, "memory": 100}},
                       custom={"prodUsageThresholds": {"cpu": 100, "memory": 50}},
                       metric=metric(usage=res("63", "500Gi"), pods=PROD_PODS_METRIC), pods=TWO_PROD_PODS,
-                      test_pod=pod("prod-pod-3", priority=PROD)),
+                      test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=PROD)),
                  "node(s) memory usage exceed threshold",
                  id="filter prod memory usage with custom usage configuration"),
     pytest.param(dict(metric=metric(usage=res("70", "256Gi")),
-                      test_pod=pod("test-pod", priority=PROD, owner="DaemonSet")),
+                      test_pod=pod("uid-default-test-pod", "test-pod", priority=PROD, owners=[owned_by("DaemonSet")])),
                  None, id="filter daemonset pod exceed cpu usage"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 65, "memory": 100},
                             "prodUsageThresholds": {"cpu": 60, "memory": 100}},
                       metric=metric(usage=res("53", "500Gi"),
                                     pods=[("default", "prod-pod-1", "koord-prod", res("30", "100Gi")),
                                           ("default", "prod-pod-2", "koord-prod", res("23", "200Gi"))]),
-                      pods=TWO_PROD_PODS, test_pod=pod("prod-pod-3", priority=PROD, req=res("20", "100Gi"))),
+                      pods=TWO_PROD_PODS, test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=PROD,
+                                                       resources=asks(req=res("20", "100Gi")))),
                  "node(s) cpu usage exceed threshold", id="filter prod cpu usage with new pod request configuration"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 65, "memory": 100},
                             "prodUsageThresholds": {"cpu": 60, "memory": 100}},
@@ -205,15 +209,16 @@ FILTER_CASES = [
                                     pods=[("default", "prod-pod-1", "koord-prod", res("30", "100Gi")),
                                           ("default", "prod-pod-2", "", res("23", "200Gi"))]),
                       pods=TWO_PROD_PODS,
-                      test_pod=pod("prod-pod-3", priority=MID,
-                                   req={wire.MID_CPU: "12k", wire.MID_MEMORY: "100Gi"})),
+                      test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=MID,
+                                   resources=asks(req={wire.MID_CPU: "12k", wire.MID_MEMORY: "100Gi"}))),
                  "node(s) cpu usage exceed threshold", id="filter mid cpu usage with new pod request configuration"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 65, "memory": 85},
                             "prodUsageThresholds": {"cpu": 60, "memory": 80}},
                       metric=metric(usage=res("53", "300Gi"),
                                     pods=[("default", "prod-pod-1", "koord-prod", res("30", "100Gi")),
                                           ("default", "prod-pod-2", "koord-prod", res("23", "200Gi"))]),
-                      pods=TWO_PROD_PODS, test_pod=pod("prod-pod-3", priority=PROD, req=res("1", "165Gi"))),
+                      pods=TWO_PROD_PODS, test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=PROD,
+                                                       resources=asks(req=res("1", "165Gi")))),
                  "node(s) memory usage exceed threshold", id="filter memory usage with new pod request configuration"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 65, "memory": 85},
                             "prodUsageThresholds": {"cpu": 60, "memory": 80}},
@@ -221,23 +226,29 @@ FILTER_CASES = [
                                     pods=[("default", "prod-pod-1", "koord-prod", res("30", "100Gi")),
                                           ("default", "prod-pod-2", "", res("23", "200Gi"))]),
                       pods=TWO_PROD_PODS,
-                      test_pod=pod("prod-pod-3", priority=MID, req={wire.MID_CPU: "1k", wire.MID_MEMORY: "200Gi"})),
+                      test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=MID,
+                                   resources=asks(req={wire.MID_CPU: "1k", wire.MID_MEMORY: "200Gi"}))),
                  "node(s) memory usage exceed threshold",
                  id="filter mid memory usage with new pod request configuration"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 65, "memory": 85},
                             "prodUsageThresholds": {"cpu": 60, "memory": 70}},
                       metric=metric(usage=res("53", "300Gi"),
                                     pods=[("default", "prod-pod-1", "koord-prod", res("30", "100Gi"))]),
-                      pods=[pod("prod-pod-1", priority=PROD), pod("prod-pod-2", priority=PROD, req=res("1", "200Gi"))],
-                      test_pod=pod("prod-pod-3", priority=PROD, req=res("1", "200Gi"))),
+                      pods=[pod("uid-default-prod-pod-1", "prod-pod-1", priority=PROD),
+                            pod("uid-default-prod-pod-2", "prod-pod-2", priority=PROD,
+                                resources=asks(req=res("1", "200Gi")))],
+                      test_pod=pod("uid-default-prod-pod-3", "prod-pod-3", priority=PROD,
+                                   resources=asks(req=res("1", "200Gi")))),
                  "node(s) memory usage exceed threshold", id="filter prod memory usage with assignedCache pod"),
     pytest.param(dict(args={"usageThresholds": {"cpu": 65, "memory": 85},
                             "prodUsageThresholds": {"cpu": 60, "memory": 70}},
                       metric=metric(usage=res("33", "110Gi"),
                                     pods=[("default", "prod-pod-1", "koord-prod", res("30", "100Gi"))]),
-                      pods=[pod("prod-pod-1", priority=PROD),
-                            pod("mid-pod-2", priority=MID, req={wire.MID_CPU: "20k", wire.MID_MEMORY: "200Gi"})],
-                      test_pod=pod("mid-pod-3", priority=MID, req={wire.MID_CPU: "20k", wire.MID_MEMORY: "200Gi"})),
+                      pods=[pod("uid-default-prod-pod-1", "prod-pod-1", priority=PROD),
+                            pod("uid-default-mid-pod-2", "mid-pod-2", priority=MID,
+                                resources=asks(req={wire.MID_CPU: "20k", wire.MID_MEMORY: "200Gi"}))],
+                      test_pod=pod("uid-default-mid-pod-3", "mid-pod-3", priority=MID,
+                                   resources=asks(req={wire.MID_CPU: "20k", wire.MID_MEMORY: "200Gi"}))),
                  "node(s) cpu usage exceed threshold", id="filter mid cpu usage with assignedCache pod"),
 ]
 
@@ -257,8 +268,8 @@ def test_filter_usage(case, want):
 
 # --- TestScore ------------------------------------------------------------------------------------------------------
 
-def big(name="test-pod-1", **kw):
-    return pod(name, req=res("16", "32Gi"), lim=res("16", "32Gi"), **kw)
+BIG = asks(req=res("16", "32Gi"), lim=res("16", "32Gi"))            # 16 cores, 32Gi, requested and limited
+TEST_POD = {"uid": "uid-default-test-pod-1", "name": "test-pod-1", "resources": BIG}    # the pod to place
 
 
 P95_SCORE = {"aggregated": {"scoreAggregationType": "p95", "scoreAggregatedDuration": "5m"}}
@@ -274,28 +285,37 @@ SCORE_CASES = [
                  72, id="score load node with p95"),
     pytest.param(dict(args=P95_SCORE, metric=metric(usage=res("0", "0Gi"))), 90,
                  id="score load node with p95 but have not reported usage"),
-    pytest.param(dict(args=P95_SCORE, assigned=[(big("assigned-pod-1"), NOW - 600)],
+    pytest.param(dict(args=P95_SCORE,
+                      assigned=[(pod("uid-default-assigned-pod-1", "assigned-pod-1", resources=BIG), NOW - 600)],
                       metric=metric(usage=res("0", "0Gi"), pods=[("default", "assigned-pod-1", "", res("1", "1Gi"))])),
                  81, id="score load node with p95 but have not reported usage and have assigned pods"),
-    pytest.param(dict(assigned=[(big("assigned-pod-1"), NOW)], metric=metric(usage=res("32", "10Gi"))), 63,
+    pytest.param(dict(assigned=[(pod("uid-default-assigned-pod-1", "assigned-pod-1", resources=BIG), NOW)],
+                      metric=metric(usage=res("32", "10Gi"))), 63,
                  id="score load node with just assigned pod"),
-    pytest.param(dict(assigned=[(big("assigned-pod-1"), NOW)], metric=metric(update=NOW - 10, usage=res("32", "10Gi"))),
+    pytest.param(dict(assigned=[(pod("uid-default-assigned-pod-1", "assigned-pod-1", resources=BIG), NOW)],
+                      metric=metric(update=NOW - 10, usage=res("32", "10Gi"))),
                  63, id="score load node with just assigned pod where after updateTime"),
-    pytest.param(dict(assigned=[(big("assigned-pod-1"), NOW - 10)], metric=metric(usage=res("32", "10Gi"))), 63,
+    pytest.param(dict(assigned=[(pod("uid-default-assigned-pod-1", "assigned-pod-1", resources=BIG), NOW - 10)],
+                      metric=metric(usage=res("32", "10Gi"))), 63,
                  id="score load node with just assigned pod where before updateTime"),
-    pytest.param(dict(pod=pod("test-pod-1", priority=BATCH, req={wire.BATCH_CPU: "16000", wire.BATCH_MEMORY: "32Gi"},
-                              lim={wire.BATCH_CPU: "16000", wire.BATCH_MEMORY: "32Gi"}),
+    pytest.param(dict(pod=pod("uid-default-test-pod-1", "test-pod-1", priority=BATCH,
+                              resources=asks(req={wire.BATCH_CPU: "16000", wire.BATCH_MEMORY: "32Gi"},
+                                             lim={wire.BATCH_CPU: "16000", wire.BATCH_MEMORY: "32Gi"})),
                       metric=metric(usage={})), 90, id="score batch Pod"),
     pytest.param(dict(args={"scoreAccordingProdUsage": True},
-                      pod=pod("prod-pod-1", priority=PROD, req=res("16000", "32Gi"), lim=res("16000", "32Gi")),
-                      assigned=[(big("assign-prod-pod-1", priority=PROD), NOW)],
+                      pod=pod("uid-default-prod-pod-1", "prod-pod-1", priority=PROD,
+                              resources=asks(req=res("16000", "32Gi"), lim=res("16000", "32Gi"))),
+                      assigned=[(pod("uid-default-assign-prod-pod-1", "assign-prod-pod-1", priority=PROD,
+                                     resources=BIG), NOW)],
                       metric=metric(usage={}, pods=[("default", "assign-prod-pod-1", "koord-prod",
                                                      res("30", "100Gi"))])),
                  38, id="score prod Pod"),
-    pytest.param(dict(pod=pod("test-pod-1", req=res("8", "16Gi"), lim=res("16", "32Gi")), metric=metric(usage={})), 90,
-                 id="score request less than limit"),
+    pytest.param(dict(pod=pod("uid-default-test-pod-1", "test-pod-1",
+                              resources=asks(req=res("8", "16Gi"), lim=res("16", "32Gi"))),
+                      metric=metric(usage={})), 90, id="score request less than limit"),
     pytest.param(dict(args={"dominantResourceWeight": 10}, metric=metric(usage={})), 85, id="score with drf"),
-    pytest.param(dict(pod=pod("test-pod-1", containers="one"), metric=metric(usage={})), 99, id="score empty pod"),
+    pytest.param(dict(pod=pod("uid-default-test-pod-1", "test-pod-1", containers={"main": "c1"}),
+                      metric=metric(usage={})), 99, id="score empty pod"),
 ]
 
 
@@ -306,60 +326,62 @@ def test_score(case, want):
     for p, at in case.get("assigned", ()):
         load.add(p, at)
     view = None if case["metric"] is None else parse_node_metric(case["metric"])
-    assert plugin.score(case.get("pod", big()), node(), view, load, NOW) == want
+    assert plugin.score(case.get("pod", pod(**TEST_POD)), node(), view, load, NOW) == want
 
 
 def test_score_zero_without_weights_and_prefers_the_emptier_node():
     view = parse_node_metric(metric(usage={}))
     off = LoadAware(LoadAwareArgs(resource_weights={}))
-    assert off.score(big(), node(), view, NodeLoad(off), NOW) == 0
+    assert off.score(pod(**TEST_POD), node(), view, NodeLoad(off), NOW) == 0
     plugin = LoadAware(LoadAwareArgs())
     busy = parse_node_metric(metric(usage=res("60", "300Gi")))
-    assert plugin.score(big(), node(), busy, NodeLoad(plugin), NOW) < plugin.score(big(), node(), view,
-                                                                                     NodeLoad(plugin), NOW)
+    assert plugin.score(pod(**TEST_POD), node(), busy, NodeLoad(plugin), NOW) < plugin.score(pod(**TEST_POD), node(),
+                                                                                          view, NodeLoad(plugin), NOW)
 
 
 # --- estimator/default_estimator_test.go ----------------------------------------------------------------------------
 
-GUARANTEED = dict(req=res("4", "8Gi"), lim=res("4", "8Gi"))
+GUARANTEED = {"resources": asks(req=res("4", "8Gi"), lim=res("4", "8Gi"))}
 ESTIMATE_CASES = [
-    pytest.param(pod("p", containers="one"), None, False, {"cpu": 250, "memory": 200 * Mi}, id="estimate empty pod"),
-    pytest.param(pod("p", **GUARANTEED), None, False, {"cpu": 3400, "memory": 6012954214},
+    pytest.param(pod("uid-default-p", "p", containers={"main": "c1"}), None, False, {"cpu": 250, "memory": 200 * Mi},
+                 id="estimate empty pod"),
+    pytest.param(pod("uid-default-p", "p", **GUARANTEED), None, False, {"cpu": 3400, "memory": 6012954214},
                  id="estimate guaranteed pod"),
-    pytest.param(pod("p", req=res("4", "8Gi"), lim=res("8", "8Gi")), None, False, {"cpu": 6800, "memory": 6012954214},
-                 id="estimate burstable pod"),
-    pytest.param(pod("p", **GUARANTEED), {"cpu": 110}, False, {"cpu": 4000, "memory": 6012954214},
+    pytest.param(pod("uid-default-p", "p", resources=asks(req=res("4", "8Gi"), lim=res("8", "8Gi"))), None, False,
+                 {"cpu": 6800, "memory": 6012954214}, id="estimate burstable pod"),
+    pytest.param(pod("uid-default-p", "p", **GUARANTEED), {"cpu": 110}, False, {"cpu": 4000, "memory": 6012954214},
                  id="estimate guaranteed pod and zoomed cpu factors"),
-    pytest.param(pod("p", **GUARANTEED), {"memory": 110}, False, {"cpu": 3400, "memory": 8589934592},
+    pytest.param(pod("uid-default-p", "p", **GUARANTEED), {"memory": 110}, False, {"cpu": 3400, "memory": 8589934592},
                  id="estimate guaranteed pod and zoomed memory factors"),
-    pytest.param(pod("p", labels={wire.LABEL_QOS_CLASS: "BE"}, priority=BATCH,
-                     req={wire.BATCH_CPU: "4000", wire.BATCH_MEMORY: "8Gi"},
-                     lim={wire.BATCH_CPU: "4000", wire.BATCH_MEMORY: "8Gi"}),
+    pytest.param(pod("uid-default-p", "p", priority=BATCH, labels={wire.LABEL_QOS_CLASS: "BE"},
+                     resources=asks(req={wire.BATCH_CPU: "4000", wire.BATCH_MEMORY: "8Gi"},
+                                    lim={wire.BATCH_CPU: "4000", wire.BATCH_MEMORY: "8Gi"})),
                  None, False, {"cpu": 3400, "memory": 6012954214}, id="estimate Batch pod"),
-    pytest.param(pod("p", labels={wire.LABEL_QOS_CLASS: "LS"}, priority=PROD, req=res("4", "8Gi")),
+    pytest.param(pod("uid-default-p", "p", priority=PROD, labels={wire.LABEL_QOS_CLASS: "LS"},
+                     resources=asks(req=res("4", "8Gi"))),
                  {"cpu": 80, "memory": 80}, False, {"cpu": 3200, "memory": 6871947674},
                  id="estimate pod only has request"),
-    pytest.param(pod("p", labels={wire.LABEL_QOS_CLASS: "LS"}, priority=PROD, req=res("4", "8Gi"),
-                     annotations={ANNOTATION_SCALING_FACTORS: '{"cpu":100}'}),
+    pytest.param(pod("uid-default-p", "p", priority=PROD, labels={wire.LABEL_QOS_CLASS: "LS"},
+                     annotations={ANNOTATION_SCALING_FACTORS: '{"cpu":100}'}, resources=asks(req=res("4", "8Gi"))),
                  {"cpu": 80, "memory": 80}, True, {"cpu": 4000, "memory": 6871947674},
                  id="estimate pod with customized factors"),
     # beyond upstream's table: the floors apply to batch resources too, not to mid ones; koord-free asks nothing
-    pytest.param(pod("p", priority=BATCH, containers="one"), None, False, {"cpu": 250, "memory": 200 * Mi},
-                 id="batch pod without batch resources gets the floors"),
-    pytest.param(pod("p", priority=MID, req=res("4", "8Gi")), None, False, {"cpu": 0, "memory": 0},
-                 id="mid pod reads only mid resources, without floors"),
-    pytest.param(pod("p", priority=3500, req=res("4", "8Gi")), None, False, {"cpu": 0, "memory": 0},
-                 id="free pod has no resources to estimate"),
-    pytest.param(pod("p", req=res("100", "100Gi"), lim=res("4", "8Gi")), {"cpu": 85, "memory": 70}, False,
-                 {"cpu": 4000, "memory": 8 * Gi}, id="capped at the limit"),
-    pytest.param(pod("p", priority=PROD, req=res("4", "8Gi"),
-                     annotations={ANNOTATION_SCALING_FACTORS: '{"cpu":100}'}),
+    pytest.param(pod("uid-default-p", "p", priority=BATCH, containers={"main": "c1"}), None, False,
+                 {"cpu": 250, "memory": 200 * Mi}, id="batch pod without batch resources gets the floors"),
+    pytest.param(pod("uid-default-p", "p", priority=MID, resources=asks(req=res("4", "8Gi"))), None, False,
+                 {"cpu": 0, "memory": 0}, id="mid pod reads only mid resources, without floors"),
+    pytest.param(pod("uid-default-p", "p", priority=3500, resources=asks(req=res("4", "8Gi"))), None, False,
+                 {"cpu": 0, "memory": 0}, id="free pod has no resources to estimate"),
+    pytest.param(pod("uid-default-p", "p", resources=asks(req=res("100", "100Gi"), lim=res("4", "8Gi"))),
+                 {"cpu": 85, "memory": 70}, False, {"cpu": 4000, "memory": 8 * Gi}, id="capped at the limit"),
+    pytest.param(pod("uid-default-p", "p", priority=PROD, annotations={ANNOTATION_SCALING_FACTORS: '{"cpu":100}'},
+                     resources=asks(req=res("4", "8Gi"))),
                  None, False, {"cpu": 3400, "memory": 6012954214},
                  id="customized factors need allowCustomizeEstimation"),
-    pytest.param(pod("p", req=res("5m", "5")), {"cpu": 50, "memory": 50}, False, {"cpu": 3, "memory": 3},
-                 id="halves round away from zero as Go's math.Round"),
-    pytest.param(pod("p", priority=PROD, req=res("4", "8Gi"),
-                     annotations={ANNOTATION_SCALING_FACTORS: '{"cpu":-100}'}),
+    pytest.param(pod("uid-default-p", "p", resources=asks(req=res("5m", "5"))), {"cpu": 50, "memory": 50}, False,
+                 {"cpu": 3, "memory": 3}, id="halves round away from zero as Go's math.Round"),
+    pytest.param(pod("uid-default-p", "p", priority=PROD, annotations={ANNOTATION_SCALING_FACTORS: '{"cpu":-100}'},
+                     resources=asks(req=res("4", "8Gi"))),
                  None, True, {"cpu": 3400, "memory": 6012954214}, id="negative customized factor ignored"),
 ]
 
@@ -373,7 +395,7 @@ def test_estimate_pod(p, factors, customize, want):
 
 def test_estimate_sidecars_init_containers_and_overhead():
     plugin = LoadAware(LoadAwareArgs(estimated_scaling_factors={"cpu": 100, "memory": 100}))
-    p = pod("p", req=res("1", "1Gi"))
+    p = pod("uid-default-p", "p", resources=asks(req=res("1", "1Gi")))
     p["spec"]["initContainers"] = [
         {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": res("500m", "512Mi")}},
         {"name": "init", "resources": {"requests": res("3", "1Gi")}}]       # runs beside the sidecar: 3.5 cores
@@ -418,13 +440,16 @@ FLOORS = {"cpu": 250, "memory": 200 * Mi}
 
 
 @pytest.mark.parametrize("p, size, node_delta, prod_delta", [
-    pytest.param(pod("test", phase="Failed"), 0, {}, {}, id="add terminated pod"),
-    pytest.param(pod("test", phase="Running"), 1, FLOORS, {}, id="add scheduled running pod without resources"),
-    pytest.param(pod("test", req=res("1", "4Gi")), 1, {"cpu": 1000, "memory": 4 * Gi}, {"cpu": 1000, "memory": 4 * Gi},
-                 id="add prod pod"),
-    pytest.param(pod("test", priority=7500, req={wire.MID_CPU: "1k", wire.MID_MEMORY: "4Gi"}), 1,
+    pytest.param(pod("uid-default-test", "test", phase="Failed"), 0, {}, {}, id="add terminated pod"),
+    pytest.param(pod("uid-default-test", "test", phase="Running"), 1, FLOORS, {},
+                 id="add scheduled running pod without resources"),
+    pytest.param(pod("uid-default-test", "test", resources=asks(req=res("1", "4Gi"))), 1,
+                 {"cpu": 1000, "memory": 4 * Gi}, {"cpu": 1000, "memory": 4 * Gi}, id="add prod pod"),
+    pytest.param(pod("uid-default-test", "test", priority=7500,
+                     resources=asks(req={wire.MID_CPU: "1k", wire.MID_MEMORY: "4Gi"})), 1,
                  {"cpu": 1000, "memory": 4 * Gi}, {}, id="add non prod pod"),
-    pytest.param(pod("test-reservation", phase="Running", annotations={ANNOTATION_RESERVE_POD: "true"}), 0, {}, {},
+    pytest.param(pod("uid-default-test-reservation", "test-reservation", annotations={ANNOTATION_RESERVE_POD: "true"},
+                     phase="Running"), 0, {}, {},
                  id="add reserve pod - should be skipped"),
 ])
 def test_assign_cache_on_add(p, size, node_delta, prod_delta):
@@ -438,11 +463,12 @@ def test_assign_cache_on_add(p, size, node_delta, prod_delta):
 
 def test_assign_cache_on_update():
     plugin, load, view = hundred()
-    load.add(pod("test", phase="Running"), NOW)
-    load.add(pod("test", phase="Failed"), NOW)                                  # "update terminated pod"
+    load.add(pod("uid-default-test", "test", phase="Running"), NOW)
+    load.add(pod("uid-default-test", "test", phase="Failed"), NOW)                        # "update terminated pod"
     assert len(load) == 0 and load.totals(view).node_estimated == vec(plugin)
-    load.add(pod("test", phase="Running", scheduled=NOW - 5), NOW)
-    load.add(pod("test", phase="Running", req=res("1", "4Gi")), NOW)            # "update pod resources"
+    load.add(pod("uid-default-test", "test", phase="Running", conditions=[scheduled_at(NOW - 5)]), NOW)
+    # "update pod resources"
+    load.add(pod("uid-default-test", "test", phase="Running", resources=asks(req=res("1", "4Gi"))), NOW)
     totals = load.totals(view)
     assert len(load) == 1
     assert totals.node_delta == totals.prod_delta == totals.node_estimated == vec(plugin, cpu=1000, memory=4 * Gi)
@@ -461,9 +487,12 @@ def test_assign_cache_on_delete():
         ("default", "mid-3", "koord-prod", res("3", "6Gi"))]))
     load = NodeLoad(plugin)
     mid = {wire.MID_CPU: "4k", wire.MID_MEMORY: "8Gi"}
-    pods = [pod("prod-1", uid="1", req=res("4", "8Gi")), pod("prod-2", uid="2", req=res("4", "8Gi")),
-            pod("prod-3", uid="3", req=res("4", "8Gi")), pod("mid-1", uid="4", priority=7500, req=mid),
-            pod("mid-2", uid="5", priority=7500, req=mid), pod("mid-3", uid="6", priority=7500, req=mid)]
+    pods = [pod("1", "prod-1", resources=asks(req=res("4", "8Gi"))),
+            pod("2", "prod-2", resources=asks(req=res("4", "8Gi"))),
+            pod("3", "prod-3", resources=asks(req=res("4", "8Gi"))),
+            pod("4", "mid-1", priority=7500, resources=asks(req=mid)),
+            pod("5", "mid-2", priority=7500, resources=asks(req=mid)),
+            pod("6", "mid-3", priority=7500, resources=asks(req=mid))]
     for p in pods:
         load.add(p, NOW)
     totals = load.totals(view)
@@ -479,23 +508,29 @@ def test_assign_cache_on_delete():
 
 
 @pytest.mark.parametrize("args, p, deadline", [
-    pytest.param({}, pod("pod", scheduled=NOW - 60), None, id="disabled"),
-    pytest.param({"estimated_seconds_after_pod_scheduled": 180}, pod("pod", scheduled=NOW - 60), NOW + 120,
+    pytest.param({}, pod("uid-default-pod", "pod", conditions=[scheduled_at(NOW - 60)]), None, id="disabled"),
+    pytest.param({"estimated_seconds_after_pod_scheduled": 180},
+                 pod("uid-default-pod", "pod", conditions=[scheduled_at(NOW - 60)]), NOW + 120,
                  id="enabled for pod scheduled"),
     pytest.param({"estimated_seconds_after_pod_scheduled": 180, "estimated_seconds_after_initialized": 10},
-                 pod("pod", scheduled=NOW - 60, initialized=NOW - 30), NOW - 20,
+                 pod("uid-default-pod", "pod", conditions=[scheduled_at(NOW - 60), initialized_at(NOW - 30)]), NOW - 20,
                  id="disabled pod scheduled when pod initialized"),
-    pytest.param({"estimated_seconds_after_initialized": 180}, pod("pod", initialized=NOW - 60), NOW + 120,
+    pytest.param({"estimated_seconds_after_initialized": 180},
+                 pod("uid-default-pod", "pod", conditions=[initialized_at(NOW - 60)]), NOW + 120,
                  id="enabled for pod initialized"),
-    pytest.param({"estimated_seconds_after_initialized": 180}, pod("pod", initialized=("False", NOW - 60)), None,
+    pytest.param({"estimated_seconds_after_initialized": 180},
+                 pod("uid-default-pod", "pod", conditions=[initialized_at(NOW - 60, "False")]), None,
                  id="disabled for pod initialized when condition is not satisfied"),
     pytest.param({"allow_customize_estimation": True},
-                 pod("pod", scheduled=NOW - 60, annotations={ANNOTATION_SECONDS_AFTER_SCHEDULED: "180"}), NOW + 120,
+                 pod("uid-default-pod", "pod", annotations={ANNOTATION_SECONDS_AFTER_SCHEDULED: "180"},
+                     conditions=[scheduled_at(NOW - 60)]), NOW + 120,
                  id="after pod scheduled from metadata"),
     pytest.param({"allow_customize_estimation": True},
-                 pod("pod", initialized=NOW - 60, annotations={ANNOTATION_SECONDS_AFTER_INITIALIZED: "180"}),
+                 pod("uid-default-pod", "pod", annotations={ANNOTATION_SECONDS_AFTER_INITIALIZED: "180"},
+                     conditions=[initialized_at(NOW - 60)]),
                  NOW + 120, id="after initialized from metadata"),
-    pytest.param({}, pod("pod", scheduled=NOW - 60, annotations={ANNOTATION_SECONDS_AFTER_SCHEDULED: "180"}), None,
+    pytest.param({}, pod("uid-default-pod", "pod", annotations={ANNOTATION_SECONDS_AFTER_SCHEDULED: "180"},
+                         conditions=[scheduled_at(NOW - 60)]), None,
                  id="metadata ignored without allowCustomizeEstimation"),
 ])
 def test_should_estimate_pod_deadline(args, p, deadline):
@@ -527,24 +562,25 @@ def test_pods_assigned_after_the_last_report_are_counted():
     beyond = {"cpu": 13600 - 1000, "memory": 24051816858 - Gi}      # 16 cores × 85%, 32Gi × 70%, less the usage
     for scheduled, extra in ((NOW - 10, beyond), (NOW - 60, {}), (NOW - 120, {})):     # strictly after NOW - 60
         load = NodeLoad(plugin)
-        load.add(big("web", scheduled=scheduled), NOW)
+        load.add(pod("uid-default-web", "web", resources=BIG, conditions=[scheduled_at(scheduled)]), NOW)
         assert load.totals(view).node_delta == vec(plugin, **extra), scheduled
     # 40 + 12.6 + 13.6 cores of 96 is 69% > 65%; 40 + 13.6 is 56%
     fresh, old = NodeLoad(plugin), NodeLoad(plugin)
-    fresh.add(big("web", scheduled=NOW - 10), NOW)
-    old.add(big("web", scheduled=NOW - 120), NOW)
-    assert plugin.filter(big(), node(), view, fresh, NOW) == "node(s) cpu usage exceed threshold"
-    assert plugin.filter(big(), node(), view, old, NOW) is None
+    fresh.add(pod("uid-default-web", "web", resources=BIG, conditions=[scheduled_at(NOW - 10)]), NOW)
+    old.add(pod("uid-default-web", "web", resources=BIG, conditions=[scheduled_at(NOW - 120)]), NOW)
+    assert plugin.filter(pod(**TEST_POD), node(), view, fresh, NOW) == "node(s) cpu usage exceed threshold"
+    assert plugin.filter(pod(**TEST_POD), node(), view, old, NOW) is None
 
 
 def test_assigned_at_is_used_without_a_pod_scheduled_condition():
     plugin = LoadAware(LoadAwareArgs())
     view = parse_node_metric(metric(usage={}, pods=[("default", "web", "", res("1", "1Gi"))]))
     recent, earlier = NodeLoad(plugin), NodeLoad(plugin)
-    recent.add(big("web"), NOW - 10)
-    earlier.add(big("web"), NOW - 120)
+    recent.add(pod("uid-default-web", "web", resources=BIG), NOW - 10)
+    earlier.add(pod("uid-default-web", "web", resources=BIG), NOW - 120)
     assert recent.totals(view).node_delta[0] == 12600 and earlier.totals(view).node_delta[0] == 0
-    earlier.add(big("web", scheduled=NOW - 10), NOW - 120)                        # the condition wins
+    earlier.add(pod("uid-default-web", "web", resources=BIG, conditions=[scheduled_at(NOW - 10)]),
+                NOW - 120)                                                      # the condition wins
     assert earlier.totals(view).node_delta[0] == 12600
 
 
@@ -558,8 +594,8 @@ def test_node_metric_disable_estimator(args, prod_usage):
         None, ("", "invalid", "", None), ("default", "prod-1", "koord-prod", res("50", "200Gi")),
         ("default", "mid-1", "koord-mid", res("20", "75Gi"))]))
     load = NodeLoad(plugin)
-    load.add(pod("prod-1", uid="1", req=res("40", "160Gi")), NOW)
-    load.add(pod("mid-1", uid="2", priority=7500, req={wire.MID_CPU: "4k", wire.MID_MEMORY: "8Gi"}), NOW)
+    load.add(pod("1", "prod-1", resources=asks(req=res("40", "160Gi"))), NOW)
+    load.add(pod("2", "mid-1", priority=7500, resources=asks(req={wire.MID_CPU: "4k", wire.MID_MEMORY: "8Gi"})), NOW)
     totals = load.totals(view)
     assert totals.prod_usage == vec(plugin, **prod_usage)
     assert totals.node_estimated == totals.node_delta == vec(plugin)          # nothing estimated
@@ -605,10 +641,10 @@ def test_missing_aggregated_duration_falls_back_to_full_estimates():
         "usageThresholds": {"cpu": 30}, "usageAggregationType": "p95", "usageAggregatedDuration": "30m"}}))
     view = parse_node_metric(metric(usage=res("90", "1Gi"), aggregated=[("5m0s", {"p95": res("90", "1Gi")})]))
     load = NodeLoad(plugin)
-    assert plugin.filter(big(), node(), view, load, NOW) is None               # 13.6 of 96 cores: 14%
-    load.add(big("a", scheduled=NOW - 3600), NOW)
-    load.add(big("b", scheduled=NOW - 3600), NOW)
-    assert plugin.filter(big(), node(), view, load, NOW) == "node(s) cpu aggregated usage exceed threshold"
+    assert plugin.filter(pod(**TEST_POD), node(), view, load, NOW) is None               # 13.6 of 96 cores: 14%
+    load.add(pod("uid-default-a", "a", resources=BIG, conditions=[scheduled_at(NOW - 3600)]), NOW)
+    load.add(pod("uid-default-b", "b", resources=BIG, conditions=[scheduled_at(NOW - 3600)]), NOW)
+    assert plugin.filter(pod(**TEST_POD), node(), view, load, NOW) == "node(s) cpu aggregated usage exceed threshold"
 
 
 # --- node annotation ------------------------------------------------------------------------------------------------
@@ -659,9 +695,9 @@ def test_load_changes_are_seen():
     plugin = LoadAware(LoadAwareArgs())
     view = parse_node_metric(metric(usage=res("40", "1Gi")))
     load = NodeLoad(plugin)
-    incoming = big()
+    incoming = pod(**TEST_POD)
     assert plugin.filter(incoming, node(), view, load, NOW) is None
-    load.add(big("a"), NOW)
+    load.add(pod("uid-default-a", "a", resources=BIG), NOW)
     assert plugin.filter(incoming, node(), view, load, NOW) == "node(s) cpu usage exceed threshold"
     load.remove("uid-default-a")
     assert plugin.filter(incoming, node(), view, load, NOW) is None
@@ -674,7 +710,7 @@ def test_load_changes_are_seen():
 def test_unreadable_pods_cost_only_themselves():
     plugin = LoadAware(LoadAwareArgs())
     view = parse_node_metric(metric(usage=res("10", "1Gi")))
-    broken = pod("broken", req={"cpu": "lots"})
+    broken = pod("uid-default-broken", "broken", resources=asks(req={"cpu": "lots"}))
     with pytest.raises(ValueError, match="spec.containers"):
         plugin.estimate(broken)
     load = NodeLoad(plugin)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 
 import pytest
 
@@ -44,6 +45,7 @@ from scheduler.numa import (
     parse_topology,
     take_cpus,
 )
+from tests.builders import pod_object
 
 GiB = 2**30
 STATUS = wire.ANNOTATION_RESOURCE_STATUS
@@ -95,24 +97,21 @@ def topology(cpus: list, labels: dict | None = None, **kw):
     return topo
 
 
-def pod(uid: str = "p", *, cpu: str | None = "4", memory: str | None = None, qos: str | None = "LSR",
-        annotations: dict | None = None, labels: dict | None = None, node_name: str = "") -> dict:
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
-    lab = dict(labels or {})
-    if qos:
-        lab[wire.LABEL_QOS_CLASS] = qos
-    out = {"metadata": {"uid": uid, "namespace": "default", "name": uid, "labels": lab,
-                        "annotations": dict(annotations or {})},
-           "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}}
-    if node_name:
-        out["spec"]["nodeName"] = node_name
-    return out
+def asks(cpu: str | None = None, memory: str | None = None) -> dict[str, dict]:
+    """The resources of a pod's one container, c, requesting this cpu and memory."""
+    return {"c": {"requests": {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}}}
 
 
-def held(uid: str, status: dict | str, **kw) -> dict:
-    """An assigned pod holding what its resource-status says."""
-    raw = status if isinstance(status, str) else json.dumps(status)
-    return pod(uid, annotations={STATUS: raw, **kw.pop("annotations", {})}, node_name="n1", **kw)
+def holding(status: dict | str) -> dict[str, str]:
+    """The resource-status annotation of a pod the scheduler assigned this (a string: as it is, malformed on
+    purpose)."""
+    return {STATUS: status if isinstance(status, str) else json.dumps(status)}
+
+
+# a pod as the scheduler sees it: metadata (uid and name alike) and a spec, no status; LSR asking for 4 CPUs unless a
+# test says otherwise
+pod = partial(pod_object, uid="p", name="p", qos_class="LSR", resources=asks(cpu="4"), annotations={}, qos=None,
+              phase=None, status_key=False, statuses=False, api_version=False)
 
 
 def usage(*pods: dict) -> NumaUsage:
@@ -283,7 +282,7 @@ def test_the_agents_own_nrt_drives_placement():
     assert topo is not None and topo.valid
     assert topo.numa_policy == "SingleNUMANode" and topo.reserved == {0}
     assert topo.numa_resources[0]["cpu"].milli == 3000 and topo.numa_resources[0]["memory"].milli == 16 * GiB * 1000
-    result = allocate(pod(cpu="4", memory="1Gi"), topo)
+    result = allocate(pod(resources=asks(cpu="4", memory="1Gi")), topo)
     # node 0 has no 4 whole free cores left (CPU 0 is the kubelet's): the pod goes to node 1, both of its cores
     assert result.affinity == {1} and result.cpuset == cpus("2-3,6-7")
     assert PLUGIN.annotations(pod(), result)[STATUS] == \
@@ -294,26 +293,26 @@ def test_the_agents_own_nrt_drives_placement():
 
 def test_full_pcpus_fit_in_one_numa_node_with_linux_numbering():
     topo = topology(detail(2, 2, 4, 2, linux=True))            # siblings i and i + 16
-    result = allocate(pod(cpu="4"), topo)
+    result = allocate(pod(), topo)
     assert result.cpuset == cpus("0-1,16-17")                  # two whole cores of NUMA node 0
     assert (result.bind_policy, result.required, result.affinity, dict(result.numa_resources)) == \
         ("FullPCPUs", False, None, {})
-    assert PLUGIN.annotations(pod(cpu="4"), result) == {
+    assert PLUGIN.annotations(pod(), result) == {
         STATUS: '{"cpuset":"0-1,16-17"}', ANNOTATION_RESOURCE_SPEC: '{"preferredCPUBindPolicy":"FullPCPUs"}'}
 
 
 def test_full_pcpus_spread_across_sockets_around_existing_pods():
     topo = topology(detail(2, 2, 4, 2))
-    assert allocate(pod(cpu="24"), topo).cpuset == cpus("0-23")
+    assert allocate(pod(resources=asks(cpu="24")), topo).cpuset == cpus("0-23")
     # socket 0 has 12 free CPUs, socket 1 all 16: socket 1 is taken whole, the rest from socket 0, core by core
-    u = usage(held("a", {"cpuset": "0-3"}))
-    assert allocate(pod(cpu="24"), topo, u).cpuset == cpus("4-11,16-31")
+    u = usage(pod(uid="a", name="a", annotations=holding({"cpuset": "0-3"}), node="n1"))
+    assert allocate(pod(resources=asks(cpu="24")), topo, u).cpuset == cpus("4-11,16-31")
 
 
 def test_spread_by_pcpus_one_thread_per_core():
     topo = topology(detail(2, 2, 4, 2))
     spec = {ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"SpreadByPCPUs"}'}
-    result = allocate(pod(cpu="4", annotations=spec), topo)
+    result = allocate(pod(annotations=spec), topo)
     assert result.cpuset == cpus("0,2,4,6") and result.required
     assert ANNOTATION_RESOURCE_SPEC not in PLUGIN.annotations(pod(annotations=spec), result)
 
@@ -321,19 +320,21 @@ def test_spread_by_pcpus_one_thread_per_core():
 def test_smt_alignment_failure():
     topo = topology(detail(2, 2, 4, 2))
     required = {ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}
-    assert PLUGIN.filter(pod(cpu="3", annotations=required), topo, NumaUsage()) == Verdict(ERR_SMT_ALIGNMENT, True)
-    assert PLUGIN.filter(pod(cpu="4", annotations=required), topo, NumaUsage()) is None
+    assert PLUGIN.filter(pod(resources=asks(cpu="3"), annotations=required), topo, NumaUsage()) == \
+        Verdict(ERR_SMT_ALIGNMENT, True)
+    assert PLUGIN.filter(pod(annotations=required), topo, NumaUsage()) is None
     # preferred FullPCPUs is not checked for alignment
-    assert PLUGIN.filter(pod(cpu="3"), topo, NumaUsage()) is None
+    assert PLUGIN.filter(pod(resources=asks(cpu="3")), topo, NumaUsage()) is None
 
 
 def test_ls_pods_are_not_pinned_and_non_integer_bind_requests_are_refused():
     topo = topology(detail(2, 2, 4, 2))
-    assert PLUGIN.allocate(pod(cpu="4", qos="LS"), topo, NumaUsage()) is None
-    assert PLUGIN.allocate(pod(cpu="4", qos="LSR", labels={wire.LABEL_PRIORITY_CLASS: "koord-batch"}), topo,
+    assert PLUGIN.allocate(pod(qos_class="LS"), topo, NumaUsage()) is None
+    assert PLUGIN.allocate(pod(labels={wire.LABEL_PRIORITY_CLASS: "koord-batch"}), topo,
                            NumaUsage()) is None
-    assert PLUGIN.filter(pod(cpu="1500m"), topo, NumaUsage()) == Verdict(ERR_INVALID_REQUESTED_CPUS, True)
-    assert PLUGIN.filter(pod(cpu=None, memory="1Gi"), topo, NumaUsage()) is None
+    assert PLUGIN.filter(pod(resources=asks(cpu="1500m")), topo, NumaUsage()) == \
+        Verdict(ERR_INVALID_REQUESTED_CPUS, True)
+    assert PLUGIN.filter(pod(resources=asks(memory="1Gi")), topo, NumaUsage()) is None
 
 
 def test_reserved_cpus_are_never_given_and_the_allocate_strategy_label():
@@ -341,17 +342,17 @@ def test_reserved_cpus_are_never_given_and_the_allocate_strategy_label():
            wire.ANNOTATION_POD_CPU_ALLOCS: json.dumps([{"uid": "k", "cpuset": "2-3", "managedByKubelet": True}]),
            wire.ANNOTATION_NODE_RESERVATION: json.dumps({"reservedCPUs": "4-5"})}
     # LeastAllocated (default): the NUMA node with the most free CPUs, then the socket with the most
-    assert allocate(pod(cpu="2"), topology(detail(2, 2, 4, 2), annotations=ann)).cpuset == cpus("16-17")
+    assert allocate(pod(resources=asks(cpu="2")), topology(detail(2, 2, 4, 2), annotations=ann)).cpuset == cpus("16-17")
     most = topology(detail(2, 2, 4, 2), {LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"}, annotations=ann)
-    assert allocate(pod(cpu="2"), most).cpuset == cpus("6-7")
+    assert allocate(pod(resources=asks(cpu="2")), most).cpuset == cpus("6-7")
 
 
 def test_no_nrt_and_invalid_topology():
-    assert PLUGIN.filter(pod(cpu="4"), None, NumaUsage()) == Verdict(ERR_INVALID_CPU_TOPOLOGY, True)
-    assert PLUGIN.filter(pod(cpu="4"), topology([]), NumaUsage()) == Verdict(ERR_INVALID_CPU_TOPOLOGY, True)
-    assert PLUGIN.filter(pod(cpu="4", qos="LS"), None, NumaUsage()) is None
+    assert PLUGIN.filter(pod(), None, NumaUsage()) == Verdict(ERR_INVALID_CPU_TOPOLOGY, True)
+    assert PLUGIN.filter(pod(), topology([]), NumaUsage()) == Verdict(ERR_INVALID_CPU_TOPOLOGY, True)
+    assert PLUGIN.filter(pod(qos_class="LS"), None, NumaUsage()) is None
     single = {ANNOTATION_NUMA_TOPOLOGY_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'}
-    assert PLUGIN.filter(pod(cpu="4", qos="LS", annotations=single), None, NumaUsage()) == \
+    assert PLUGIN.filter(pod(qos_class="LS", annotations=single), None, NumaUsage()) == \
         Verdict(ERR_MISSING_NUMA_RESOURCES, True)
 
 
@@ -363,25 +364,26 @@ REQUIRED_SPREAD = '{"requiredCPUBindPolicy":"SpreadByPCPUs"}'
 
 
 @pytest.mark.parametrize(("labels", "annotations", "p", "want"), [
-    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(cpu="5"), Verdict(ERR_SMT_ALIGNMENT, True)),
-    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(cpu="5", qos="LS"), Verdict(ERR_SMT_ALIGNMENT, True)),
-    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(cpu="5200m", qos="LS"),
+    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(resources=asks(cpu="5")), Verdict(ERR_SMT_ALIGNMENT, True)),
+    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(resources=asks(cpu="5"), qos_class="LS"),
+     Verdict(ERR_SMT_ALIGNMENT, True)),
+    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(resources=asks(cpu="5200m"), qos_class="LS"),
      Verdict(ERR_INVALID_REQUESTED_CPUS, True)),
-    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(cpu="4"), None),
+    ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {}, pod(), None),
     ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {},
-     pod(cpu="4", annotations={ANNOTATION_RESOURCE_SPEC: '{"preferredCPUBindPolicy":"SpreadByPCPUs"}'}), None),
+     pod(annotations={ANNOTATION_RESOURCE_SPEC: '{"preferredCPUBindPolicy":"SpreadByPCPUs"}'}), None),
     ({LABEL_CPU_BIND_POLICY: "SpreadByPCPUs"}, {},
-     pod(cpu="4", annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}),
+     pod(annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}),
      Verdict(ERR_CPU_BIND_POLICY_CONFLICT, True)),
     ({LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"}, {},
-     pod(cpu="4", annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}), None),
-    ({}, KUBELET_FULL, pod(cpu="5"), Verdict(ERR_SMT_ALIGNMENT, True)),
-    ({}, KUBELET_FULL, pod(cpu="4", annotations={ANNOTATION_RESOURCE_SPEC: REQUIRED_SPREAD}),
+     pod(annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}), None),
+    ({}, KUBELET_FULL, pod(resources=asks(cpu="5")), Verdict(ERR_SMT_ALIGNMENT, True)),
+    ({}, KUBELET_FULL, pod(annotations={ANNOTATION_RESOURCE_SPEC: REQUIRED_SPREAD}),
      Verdict(ERR_CPU_BIND_POLICY_CONFLICT, True)),
-    ({}, KUBELET_FULL, pod(cpu="4", annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}),
+    ({}, KUBELET_FULL, pod(annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}),
      None),
     ({LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}, {},
-     pod(cpu="4", annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}), None),
+     pod(annotations={ANNOTATION_RESOURCE_SPEC: '{"requiredCPUBindPolicy":"FullPCPUs"}'}), None),
 ])
 def test_filter_ported(labels, annotations, p, want):
     topo = topology(detail(2, 1, 4, 2), labels, memory="32Gi", annotations=annotations)
@@ -396,25 +398,26 @@ def _cpu_zones(shape) -> dict:
 
 
 @pytest.mark.parametrize(("shape", "labels", "allocated", "p", "want"), [
-    ((2, 1, 4, 2), {}, "", pod(cpu="4"), "0-3"),
-    ((2, 1, 4, 2), {LABEL_CPU_BIND_POLICY: "SpreadByPCPUs"}, "", pod(cpu="4", qos="LS"), "0,2,4,6"),
-    ((2, 1, 8, 2), {LABEL_NUMA_ALLOCATE_STRATEGY: "LeastAllocated"}, "0-3", pod(cpu="4"), "16-19"),
-    ((2, 1, 8, 2), {LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"}, "0-3", pod(cpu="4"), "4-7"),
+    ((2, 1, 4, 2), {}, "", pod(), "0-3"),
+    ((2, 1, 4, 2), {LABEL_CPU_BIND_POLICY: "SpreadByPCPUs"}, "", pod(qos_class="LS"), "0,2,4,6"),
+    ((2, 1, 8, 2), {LABEL_NUMA_ALLOCATE_STRATEGY: "LeastAllocated"}, "0-3", pod(), "16-19"),
+    ((2, 1, 8, 2), {LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"}, "0-3", pod(), "4-7"),
 ])
 def test_reserve_ported(shape, labels, allocated, p, want):
     topo = topology(detail(*shape), labels, zones=_cpu_zones(shape))
-    u = usage(held("a", {"cpuset": allocated})) if allocated else NumaUsage()
+    u = usage(pod(uid="a", name="a", node="n1", annotations=holding({"cpuset": allocated}))) if allocated else \
+        NumaUsage()
     assert allocate(p, topo, u).cpuset == cpus(want)
 
 
 def test_reserve_ported_big_request():
     topo = topology(detail(2, 1, 4, 2), zones=_cpu_zones((2, 1, 4, 2)))
-    assert PLUGIN.allocate(pod(cpu="24"), topo, NumaUsage()) == Verdict(ERR_NOT_ENOUGH_CPUS, False)
+    assert PLUGIN.allocate(pod(resources=asks(cpu="24")), topo, NumaUsage()) == Verdict(ERR_NOT_ENOUGH_CPUS, False)
 
 
 def test_be_pod_with_batch_resources_is_not_bound():
     topo = topology(detail(2, 1, 4, 2), {LABEL_CPU_BIND_POLICY: "SpreadByPCPUs"})
-    be = pod(cpu=None, qos="BE")
+    be = pod(resources=asks(), qos_class="BE")
     be["spec"]["containers"][0]["resources"]["requests"] = {wire.BATCH_CPU: "4000"}
     assert PLUGIN.allocate(be, topo, NumaUsage()) is None
 
@@ -424,12 +427,12 @@ def test_be_pod_with_batch_resources_is_not_bound():
 def test_single_numa_node_rejection_with_upstream_reason():
     topo = topology(detail(1, 2, 4, 2))                         # 2 NUMA nodes of 8 CPUs
     spec = {ANNOTATION_NUMA_TOPOLOGY_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'}
-    too_big = pod(cpu="10", memory="1Gi", annotations=spec)
+    too_big = pod(resources=asks(cpu="10", memory="1Gi"), annotations=spec)
     # 10 CPUs need both NUMA nodes: no single-NUMA hint for cpu, and memory only fits where the cpus do
     want = Verdict("Unaligned NUMA Hint cause cpu prefer [11] among [11],memory prefer [11] among [11]", False)
     assert PLUGIN.filter(too_big, topo, NumaUsage()) == want
     assert PLUGIN.allocate(too_big, topo, NumaUsage()) == want
-    fits = allocate(pod(cpu="4", memory="1Gi", annotations=spec), topo)
+    fits = allocate(pod(resources=asks(cpu="4", memory="1Gi"), annotations=spec), topo)
     assert fits.affinity == {0} and fits.cpuset == cpus("0-3")
 
 
@@ -441,7 +444,7 @@ def test_numa_policy_mismatch_between_pod_and_node():
 
 def test_restricted_merge_with_a_device_hint():
     topo = topology(detail(2, 2, 4, 2), {LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
-    p = pod(cpu="4", memory="1Gi")
+    p = pod(resources=asks(cpu="4", memory="1Gi"))
     assert allocate(p, topo).affinity == {0}                   # every NUMA node alike: the lowest
     gpu = {"gpu": [Hint(frozenset({2}), True, 0), Hint(frozenset({2, 3}), False, 0)]}
     assert PLUGIN.filter(p, topo, NumaUsage(), gpu) is None
@@ -454,7 +457,7 @@ def test_restricted_merge_with_a_device_hint():
 
 def test_restricted_rejects_an_unaligned_or_unsatisfiable_device_hint():
     topo = topology(detail(2, 2, 4, 2), {LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
-    p = pod(cpu="4", memory="1Gi")
+    p = pod(resources=asks(cpu="4", memory="1Gi"))
     only_pair = {"gpu": [Hint(frozenset({2, 3}), False)]}
     verdict = PLUGIN.filter(p, topo, NumaUsage(), only_pair)
     assert isinstance(verdict, Verdict) and not verdict.unresolvable
@@ -465,11 +468,12 @@ def test_restricted_rejects_an_unaligned_or_unsatisfiable_device_hint():
 
 def test_single_numa_exclusivity_against_pods_spanning_numa_nodes():
     topo = topology(detail(2, 2, 4, 2))
-    u = usage(held("a", {"cpuset": "0-1,8-9"}))                 # NUMA nodes 0 and 1 are "shared"
-    required = pod(cpu="2", annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'})
+    u = usage(pod(uid="a", name="a", node="n1", annotations=holding({"cpuset": "0-1,8-9"})))  # NUMA 0 and 1 "shared"
+    required = pod(resources=asks(cpu="2"),
+                   annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'})
     result = allocate(required, topo, u)
     assert result.affinity == {2} and result.cpuset == cpus("16-17")
-    preferred = pod(cpu="2", annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: json.dumps(
+    preferred = pod(resources=asks(cpu="2"), annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: json.dumps(
         {"numaTopologyPolicy": "SingleNUMANode", "singleNUMANodeExclusive": "Preferred"})})
     result = allocate(preferred, topo, u)
     assert result.affinity == {0} and result.cpuset == cpus("2-3")
@@ -477,30 +481,34 @@ def test_single_numa_exclusivity_against_pods_spanning_numa_nodes():
 
 def test_single_numa_rejection_by_exclusivity_lists_every_hint():
     topo = topology(detail(1, 2, 4, 2))
-    u = usage(held("a", {"cpuset": "0,8"}))                     # both NUMA nodes "shared"
-    p = pod(cpu="2", annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'})
+    u = usage(pod(uid="a", name="a", node="n1", annotations=holding({"cpuset": "0,8"})))      # both NUMA nodes "shared"
+    p = pod(resources=asks(cpu="2"),
+            annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: '{"numaTopologyPolicy":"SingleNUMANode"}'})
     # single-node hints exist but break the required exclusivity; the reason still lists the two-node hint
     assert PLUGIN.filter(p, topo, u) == Verdict("Unaligned NUMA Hint cause cpu prefer [01 10] among [01 10 11]", False)
 
 
 def test_best_effort_is_admitted_and_falls_back_to_all_numa_nodes():
     topo = topology(detail(1, 2, 4, 2), {LABEL_NUMA_TOPOLOGY_POLICY: "BestEffort"})
-    spread = allocate(pod(cpu="10", memory="1Gi", qos="LS"), topo)
+    spread = allocate(pod(resources=asks(cpu="10", memory="1Gi"), qos_class="LS"), topo)
     assert spread.affinity == {0, 1} and spread.cpuset == frozenset()
     assert dict(spread.numa_resources) == {0: {"cpu": 5000, "memory": GiB // 2}, 1: {"cpu": 5000, "memory": GiB // 2}}
     # more than the node has: no hint at all; BestEffort still admits at filter, the allocation fails
-    assert PLUGIN.filter(pod(cpu="20", qos="LS"), topo, NumaUsage()) is None
-    assert PLUGIN.allocate(pod(cpu="20", qos="LS"), topo, NumaUsage()) == Verdict("Insufficient NUMA cpu", False)
+    assert PLUGIN.filter(pod(resources=asks(cpu="20"), qos_class="LS"), topo, NumaUsage()) is None
+    assert PLUGIN.allocate(pod(resources=asks(cpu="20"), qos_class="LS"), topo, NumaUsage()) == \
+        Verdict("Insufficient NUMA cpu", False)
 
 
 def test_existing_pods_cpusets_and_numa_shares_are_excluded():
     topo = topology(detail(2, 2, 4, 2), {LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"})
-    u = usage(held("a", {"cpuset": "0-7", "numaNodeResources": [{"node": 0, "resources": {"cpu": "8"}}]}),
-              held("b", {"cpuset": "8-13", "numaNodeResources": [{"node": 1, "resources": {"cpu": "6"}}]}))
-    result = allocate(pod(cpu="4"), topo, u)
+    u = usage(pod(uid="a", name="a", node="n1", annotations=holding(
+                  {"cpuset": "0-7", "numaNodeResources": [{"node": 0, "resources": {"cpu": "8"}}]})),
+              pod(uid="b", name="b", node="n1", annotations=holding(
+                  {"cpuset": "8-13", "numaNodeResources": [{"node": 1, "resources": {"cpu": "6"}}]})))
+    result = allocate(pod(), topo, u)
     assert result.affinity == {2} and result.cpuset == cpus("16-19")
     u.remove("a")
-    assert allocate(pod(cpu="4"), topo, u).cpuset == cpus("0-3")
+    assert allocate(pod(), topo, u).cpuset == cpus("0-3")
 
 
 @pytest.mark.parametrize(("policy", "numa_nodes", "existing", "strategy", "want"), [
@@ -515,10 +523,11 @@ def test_filter_with_numa_node_scoring_ported(policy, numa_nodes, existing, stra
     cores = 104 // 2 // numa_nodes
     zones = {n: {"cpu": str(104 // numa_nodes), "memory": f"{256 // numa_nodes}Gi"} for n in range(numa_nodes)}
     topo = topology(detail(numa_nodes, 1, cores, 2), {LABEL_NUMA_TOPOLOGY_POLICY: policy}, zones=zones)
-    u = usage(*(held(f"e{n}", {"numaNodeResources": [{"node": n, "resources": {"cpu": c, "memory": "8Gi"}}]},
-                     qos=None) for n, c in existing.items()))
+    u = usage(*(pod(uid=f"e{n}", name=f"e{n}", qos_class=None, node="n1", annotations=holding(
+                    {"numaNodeResources": [{"node": n, "resources": {"cpu": c, "memory": "8Gi"}}]}))
+                for n, c in existing.items()))
     plugin = NodeNUMAResource(NumaArgs(numa_scoring_strategy=ScoringStrategy(strategy)))
-    p = pod(cpu="4", memory="40Gi", qos=None)
+    p = pod(resources=asks(cpu="4", memory="40Gi"), qos_class=None)
     assert plugin.filter(p, topo, u) is None
     assert allocate(p, topo, u, plugin).affinity == want
 
@@ -537,21 +546,22 @@ def test_even_split_keeps_upstreams_position_indexed_order():
 
 def test_score_node_level_without_numa_policy():
     topo = topology(detail(2, 2, 4, 2))
-    u = usage(held("a", {}, cpu="8", memory="16Gi", qos="LS"))
-    assert PLUGIN.score(pod(cpu="8", memory="16Gi", qos="LS"), node(), topo, u) == 50
-    assert PLUGIN.score(pod(cpu="8", memory="16Gi", qos="LS"), node(), None, u) == 50
+    u = usage(pod(uid="a", name="a", resources=asks(cpu="8", memory="16Gi"), qos_class="LS", node="n1",
+                  annotations=holding({})))
+    assert PLUGIN.score(pod(resources=asks(cpu="8", memory="16Gi"), qos_class="LS"), node(), topo, u) == 50
+    assert PLUGIN.score(pod(resources=asks(cpu="8", memory="16Gi"), qos_class="LS"), node(), None, u) == 50
     most = NodeNUMAResource(NumaArgs(scoring_strategy=ScoringStrategy("MostAllocated")))
-    assert most.score(pod(cpu="8", memory="16Gi", qos="LS"), node(), topo, u) == 50
-    assert most.score(pod(cpu="16", memory="16Gi", qos="LS"), node(), topo, u) == 62    # (75 + 50) // 2
+    assert most.score(pod(resources=asks(cpu="8", memory="16Gi"), qos_class="LS"), node(), topo, u) == 50
+    assert most.score(pod(resources=asks(cpu="16", memory="16Gi"), qos_class="LS"), node(), topo, u) == 62  # (75+50)//2
 
 
 def test_score_numa_level_uses_the_chosen_numa_nodes():
     topo = topology(detail(2, 2, 4, 2), {LABEL_NUMA_TOPOLOGY_POLICY: "Restricted"})
     # NUMA node 0: 8 CPUs, 16Gi; the pod takes 2 and 2Gi: cpu 75, memory 87 -> 81
-    assert PLUGIN.score(pod(cpu="2", memory="2Gi", qos="LS"), node(), topo, NumaUsage()) == 81
+    assert PLUGIN.score(pod(resources=asks(cpu="2", memory="2Gi"), qos_class="LS"), node(), topo, NumaUsage()) == 81
     # a pinned pod: requested cpu is every pinned CPU of the node (here 4 already) plus its own 2
-    u = usage(held("a", {"cpuset": "16-19"}))
-    assert PLUGIN.score(pod(cpu="2", memory="2Gi"), node(), topo, u) == (((8 - 6) * 100 // 8) + 87) // 2
+    u = usage(pod(uid="a", name="a", annotations=holding({"cpuset": "16-19"}), node="n1"))
+    assert PLUGIN.score(pod(resources=asks(cpu="2", memory="2Gi")), node(), topo, u) == (((8 - 6) * 100 // 8) + 87) // 2
 
 
 # --- annotations -----------------------------------------------------------------------------------------------
@@ -563,7 +573,7 @@ def test_score_numa_level_uses_the_chosen_numa_nodes():
 ])
 def test_resource_status_quantity_formats(request_memory, zone_memory, want):
     topo = topology(detail(1, 2, 4, 2), {LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}, memory=zone_memory)
-    p = pod(cpu="2", memory=request_memory, qos="LS")
+    p = pod(resources=asks(cpu="2", memory=request_memory), qos_class="LS")
     status = PLUGIN.annotations(p, allocate(p, topo))[STATUS]
     assert status == '{"numaNodeResources":[{"node":0,"resources":{"cpu":"2",' + want + '}}]}'
 
@@ -594,7 +604,7 @@ def test_append_resource_spec_if_missed_ported(spec, policy, required, want):
 
 def test_ls_pod_on_full_pcpus_only_node_gets_its_policy_written():
     topo = topology(detail(2, 1, 4, 2), {LABEL_CPU_BIND_POLICY: "FullPCPUsOnly"})
-    p = pod(cpu="4", qos="LS")
+    p = pod(qos_class="LS")
     result = allocate(p, topo)
     assert result.cpuset == cpus("0-3") and result.required
     assert PLUGIN.annotations(p, result)[ANNOTATION_RESOURCE_SPEC] == '{"requiredCPUBindPolicy":"FullPCPUs"}'
@@ -620,20 +630,24 @@ def test_bad_pod_annotation_makes_only_that_pod_unresolvable(key, raw, problem):
 def test_bad_resource_status_of_an_assigned_pod_counts_as_nothing(caplog):
     topo = topology(detail(2, 2, 4, 2), {LABEL_NUMA_ALLOCATE_STRATEGY: "MostAllocated"})
     with caplog.at_level(logging.WARNING):
-        u = usage(held("bad", "{not json"), held("good", {"cpuset": "0-3"}),
-                  held("bad-spec", {"cpuset": "4-5"}, annotations={ANNOTATION_RESOURCE_SPEC: "[]"}))
+        u = usage(pod(uid="bad", name="bad", node="n1", annotations=holding("{not json")),
+                  pod(uid="good", name="good", node="n1", annotations=holding({"cpuset": "0-3"})),
+                  pod(uid="bad-spec", name="bad-spec", node="n1",
+                      annotations={**holding({"cpuset": "4-5"}), ANNOTATION_RESOURCE_SPEC: "[]"}))
     assert "uid=bad" in caplog.text and "key=scheduling.koordinator.sh/resource-status" in caplog.text
     assert "uid=bad-spec" in caplog.text
     assert set(u.allocated_cpus()) == cpus("0-5")              # the bad-spec pod keeps its cpuset
-    assert allocate(pod(cpu="2"), topo, u).cpuset == cpus("6-7")     # the fullest NUMA node's last free core
+    # the fullest NUMA node's last free core
+    assert allocate(pod(resources=asks(cpu="2")), topo, u).cpuset == cpus("6-7")
 
 
 def test_usage_re_add_replaces_and_terminated_pods_leave():
-    u = usage(held("a", {"cpuset": "0-3", "numaNodeResources": [{"node": 0, "resources": {"cpu": "4"}}]}, cpu="4"))
-    u.add(held("a", {"cpuset": "4-5"}, cpu="2"))
+    u = usage(pod(uid="a", name="a", node="n1", annotations=holding(
+        {"cpuset": "0-3", "numaNodeResources": [{"node": 0, "resources": {"cpu": "4"}}]})))
+    u.add(pod(uid="a", name="a", resources=asks(cpu="2"), annotations=holding({"cpuset": "4-5"}), node="n1"))
     assert set(u.allocated_cpus()) == cpus("4-5")
     assert u.numa_allocated()[0]["cpu"] == 0 and u.requested()["cpu"] == 2000
-    done = held("a", {"cpuset": "4-5"})
+    done = pod(uid="a", name="a", annotations=holding({"cpuset": "4-5"}), node="n1")
     done["status"] = {"phase": "Succeeded"}
     u.add(done)
     assert not u.allocated_cpus() and u.requested()["cpu"] == 0
@@ -664,6 +678,6 @@ def test_args_from_config():
 def test_default_cpu_bind_policy_empty_means_no_binding():
     topo = topology(detail(2, 2, 4, 2))
     plugin = NodeNUMAResource(NumaArgs(default_cpu_bind_policy=""))
-    assert plugin.allocate(pod(cpu="4"), topo, NumaUsage()) is None
+    assert plugin.allocate(pod(), topo, NumaUsage()) is None
     spread = {ANNOTATION_RESOURCE_SPEC: '{"preferredCPUBindPolicy":"SpreadByPCPUs"}'}
-    assert allocate(pod(cpu="4", annotations=spread), topo, plugin=plugin).cpuset == cpus("0,2,4,6")
+    assert allocate(pod(annotations=spread), topo, plugin=plugin).cpuset == cpus("0,2,4,6")

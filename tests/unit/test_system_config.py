@@ -15,8 +15,8 @@ from koordlet.host.topology import read_topology
 from koordlet.qos.system_config import SystemConfig, min_free_kbytes, parse_sched_features, sched_feature_writes
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo import SystemStrategy, merge_node_slo_spec
-from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor
+from tests.builders import node_view
 from tests.fakehost import FakeHost
 
 FILES = {
@@ -54,8 +54,7 @@ class Env:
     def view(self, system, capacity=None):
         slo, errors = merge_node_slo_spec({"systemStrategy": system}, "n1")
         assert not errors
-        return NodeView(pods=(), slo=slo, host_apps=(), topology=self.topology,
-                        node=NodeInfo("n1", capacity=capacity or {}), now=1.0)
+        return node_view(slo=slo, topology=self.topology, node=NodeInfo("n1", capacity=capacity or {}), now=1.0)
 
 
 def test_pure_helpers():
@@ -124,7 +123,7 @@ def test_switch_out_of_range_from_a_typed_spec(tmp_path, caplog):
     slo = replace(slo, system=SystemStrategy(memcg_reap_background=2))
     with caplog.at_level(logging.WARNING, "koordlet.qos.system_config"):
         SystemConfig(env.paths, 8 * 2**20).reconcile(
-            NodeView(pods=(), slo=slo, host_apps=(), topology=env.topology, node=NodeInfo("n1")), env.executor)
+            node_view(slo=slo, topology=env.topology, node=NodeInfo("n1")), env.executor)
     assert env.read("sys", "kernel/mm/memcg_reaper/reap_background") == "0"
     assert "memcgReapBackGround" in caplog.text
 

@@ -2,8 +2,9 @@
 os.cpu_count() and /proc/cpuinfo, a fake tree for offline/sparse CPUs and kubelet's cpu_manager_state.
 
 The dumps and hwloc's expected topologies (``.xml`` hwloc XML, ``.console`` lstopo text) are in
-``../shared/fixtures/sysfs-hwloc``; where ``lscpu`` is installed it is run on the same trees (``--sysroot``) as a
-second, independent oracle for the lscpu-style SOCKET/CORE/cache numbering the annotations carry.
+``tests/fixtures/sysfs-hwloc`` (from the hwloc project, its licence in COPYING there); where ``lscpu`` is installed
+it is run on the same trees (``--sysroot``) as a second, independent oracle for the lscpu-style SOCKET/CORE/cache
+numbering the annotations carry.
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ from koordlet.states.topology import (
 )
 from tests.builders import host_paths
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "sysfs-hwloc"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs-hwloc"
 
 # Only the files the topology reader and lscpu look at (paths relative to the dump's root): extracting PCI,
 # block, cgroup, cpufreq and the thousands of nodeN/memoryM links costs seconds and tests nothing here.
@@ -198,8 +198,6 @@ FIXTURE_LIST = [
 @pytest.fixture(scope="module")
 def extracted(tmp_path_factory):
     """Tarball name -> root of its extracted tree (the tar's own top directory, which is not always its name)."""
-    if not FIXTURES.is_dir():
-        pytest.skip(f"sysfs-hwloc fixtures not found at {FIXTURES}")
     cache: dict[str, Path] = {}
 
     def get(name: str) -> Path:

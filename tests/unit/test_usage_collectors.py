@@ -11,9 +11,7 @@ from koordlet.host.procfs import CLK_TCK, read_cpu_stat
 from koordlet.host.topology import read_topology
 from koordlet.metriccache import Sample
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.states.informer import meta_for
-from koordlet.states.pod import pod_from_k8s
-from tests.builders import pod_object
+from tests.builders import pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
@@ -41,12 +39,9 @@ def node_collect(coll, host, now, mono):
 
 
 def pods_for(host, cg):
-    ls = pod_from_k8s(pod_object("u-ls", "web", qos="Burstable", containers={"app": A}))
-    be_obj = pod_object("u-be", "batch", qos="BestEffort", containers={"job": B},
-                        labels={"koordinator.sh/qosClass": "BE"})
-    be_obj["spec"]["containers"] = [{"name": "job", "resources": {"requests": {"kubernetes.io/batch-cpu": "2000"}}}]
-    be = pod_from_k8s(be_obj)
-    return (meta_for(ls, cg.layout), meta_for(be, cg.layout))
+    return (pod_meta("u-ls", "web", qos="Burstable", containers={"app": A}, layout=cg.layout),
+            pod_meta("u-be", "batch", qos="BestEffort", qos_class="BE", containers={"job": B},
+                     resources={"job": {"requests": {"kubernetes.io/batch-cpu": "2000"}}}, layout=cg.layout))
 
 
 def test_node_pod_container_system_usage(setup):
