@@ -22,7 +22,8 @@ from koordlet.qos.blkio import BlkIO, Limits, devices_in, pod_blocks, probe, roo
 from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import IOCfg, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import IOCfg
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor

@@ -22,7 +22,8 @@ from koordlet.qos.core_sched import CACHE_EXPIRY, CoreSched
 from koordlet.rules.core_sched import core_sched_rule, group_id
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, pod_from_k8s
 from koordlet.writer.executor import Executor

@@ -29,7 +29,8 @@ from koordlet.qos.memory_qos import (
 from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import MemoryQOSCfg, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import MemoryQOSCfg
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import MAX_INT64, Executor

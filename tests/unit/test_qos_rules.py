@@ -10,7 +10,7 @@ from koordlet.host.cgroup import KubeQOS
 from koordlet.rules import cpu_qos, resources
 from koordlet.states.decode import DecodeError
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s, resource_status
 from tests.builders import pod_object
