@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from koordlet._proto.nri import api_pb2 as api
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 
 POOLS = {0: (0, 1, 2, 3), 1: (6, 7)}      # cpu-shared-pools: NUMA node -> CPUs
 SPEC = "node.koordinator.sh/extended-resource-spec"

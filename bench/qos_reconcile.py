@@ -36,7 +36,7 @@ from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor

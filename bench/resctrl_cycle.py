@@ -34,7 +34,7 @@ from koordlet.host.paths import HostPaths
 from koordlet.qos.resctrl import Resctrl
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Container, Pod
 from koordlet.writer.executor import Executor

@@ -9,7 +9,7 @@ import shutil
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 

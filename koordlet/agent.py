@@ -57,7 +57,7 @@ from koordlet.prediction.server import PredictionConfig
 from koordlet.reporters.files import report_objects, write_yaml_atomic
 from koordlet.states.cluster import Cluster, ClusterError
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects, resource_rows
-from koordlet.states.nodeslo import NodeSLOFile
+from koordlet.states.nodeslo.file import NodeSLOFile
 from koordlet.states.nodestate import NodeState, NodeView
 from koordlet.states.pleg import Pleg
 from koordlet.states.runtimepods import RuntimePods

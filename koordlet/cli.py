@@ -26,7 +26,9 @@ from koordlet import __version__
 from koordlet.base.logutil import configure as configure_logging
 from koordlet.host.sdnotify import Notifier
 from koordlet.ops.compat import Note, add_upstream_flags, announce, gate_notes, normalize_argv, resolve
-from koordlet.ops.config import OPTIONS, ArgParser, Config, ConfigError, add_flags, build, flag_values, go_duration
+from koordlet.ops.config import ArgParser, Config, ConfigError, add_flags, build, flag_values
+from koordlet.ops.options import OPTIONS
+from koordlet.ops.values import go_duration
 
 if TYPE_CHECKING:
     from koordlet.agent import Agent

@@ -41,7 +41,7 @@ from koordlet.base import wire
 from koordlet.base.logutil import LogOnce
 from koordlet.base.quantity import parse_quantity
 from koordlet.host.cgroup import KubeQOS
-from koordlet.ops.config import parse_duration
+from koordlet.ops.values import parse_duration
 from koordlet.states import decode
 from koordlet.states.pod import Pod, kube_qos_of
 from scheduler.requests import containers_total

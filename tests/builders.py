@@ -20,7 +20,8 @@ from koordlet.host.topology import Topology
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import Pod, pod_from_k8s
 

@@ -3,7 +3,7 @@
 An operator swaps the image of an upstream koordlet DaemonSet for this one and keeps its command and args, so
 every flag upstream registers is accepted here. Each is one of:
 
-- **implemented**: an option of this agent with the same name (:data:`koordlet.ops.config.OPTIONS`), same meaning;
+- **implemented**: an option of this agent with the same name (:data:`koordlet.ops.options.OPTIONS`), same meaning;
 - **mapped**: translated onto this agent's own options or behaviour (``-v=4`` becomes ``log-level=debug``);
 - **inert**: accepted, with one warning line at start-up that names it and says why it has no effect here.
 
@@ -26,7 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from koordlet.ops.config import OPTIONS_BY_NAME, Config, ConfigError, parse_bool, parse_duration
+from koordlet.ops.config import Config, ConfigError
+from koordlet.ops.options import OPTIONS_BY_NAME
+from koordlet.ops.values import parse_bool, parse_duration
 
 Kind = Literal["implemented", "mapped", "inert"]
 # Go value types of the flags that are not options here; each has a parser that refuses what Go's refuses

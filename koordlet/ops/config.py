@@ -1,12 +1,11 @@
 """One frozen configuration object built from defaults < profile < YAML file < environment < flags.
 
-Every option has exactly one name, spelled like the upstream koordlet flag where one exists
-(``cgroup-root-dir``, ``collect-res-used-interval``, ...). The same spelling is used as a YAML key,
-as a command-line flag (``--name`` or the Go-style ``-name``) and, upper-cased with ``_`` and a
-``KOORDLET_`` prefix, as an environment variable. Two upstream environment variables are honoured too:
-``NODE_NAME`` and ``agent_mode=hostMode``. Upstream's flags that are not options here (klog's ``-v``, the
-runtime-proxy and Prometheus-TSDB flags, ...) are accepted on the command line too: :mod:`koordlet.ops.compat`
-has the table of every upstream flag and what each does here, so an upstream DaemonSet's args work unchanged.
+The options are :mod:`koordlet.ops.options`' table (each named once: YAML key, ``--name`` / ``-name`` flag,
+``KOORDLET_*`` environment variable), their values read by :mod:`koordlet.ops.values`' parsers, the feature gates
+:mod:`koordlet.ops.gates`'. Two upstream environment variables are honoured too: ``NODE_NAME`` and
+``agent_mode=hostMode``. Upstream's flags that are not options here (klog's ``-v``, the runtime-proxy and
+Prometheus-TSDB flags, ...) are accepted on the command line too: :mod:`koordlet.ops.compat` has the table of
+every upstream flag and what each does here, so an upstream DaemonSet's args work unchanged.
 
 Bad input is refused at start-up with a :class:`ConfigError` that names the key and the problem; the CLI
 turns it into exit code 2.
@@ -15,241 +14,22 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import math
 import os
 import posixpath
 import pwd
-import re
 import socket
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from koordlet.base.yamlfile import load_yaml
-
-ENV_PREFIX = "KOORDLET_"
+from koordlet.ops.gates import DEFAULT_GATES, parse_gates, resolve_gates
+from koordlet.ops.options import OPTIONS, OPTIONS_BY_NAME, Option
+from koordlet.ops.values import go_duration, parse_addr, parse_bool, parse_duration, parse_positive_duration, parse_size
 
 
 class ConfigError(ValueError):
     """A configuration value or key is wrong; the message names the key and where it came from."""
-
-
-# --------------------------------------------------------------------------------------------------
-# value parsers: each takes the raw value (str from flags/env, any YAML scalar) and returns the typed value
-# --------------------------------------------------------------------------------------------------
-
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(raw: Any) -> float:
-    """Go-style durations ("1s", "1m30s", "12h") or plain numbers of seconds; returns seconds."""
-    if isinstance(raw, bool):
-        raise ValueError(f"expected a duration, got {raw!r}")
-    if isinstance(raw, (int, float)):
-        value = float(raw)
-    else:
-        text = str(raw).strip()
-        try:
-            value = float(text)
-        except ValueError:
-            pos, value = 0, 0.0
-            for m in _DURATION_RE.finditer(text):
-                if m.start() != pos:
-                    break
-                value += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-                pos = m.end()
-            if pos != len(text) or not text:
-                raise ValueError(f"expected a duration like 1s, 10m or 12h, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"duration must not be negative, got {raw!r}")
-    return value
-
-
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3,
-               "ki": 1024, "mi": 1024**2, "gi": 1024**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
-
-
-def parse_size(raw: Any) -> int:
-    """Byte sizes: plain integers or quantities like 100Mi / 1Gi / 512MiB."""
-    if isinstance(raw, bool):
-        raise ValueError(f"expected a size, got {raw!r}")
-    if isinstance(raw, int):
-        value = raw
-    else:
-        m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(raw))
-        if not m or m.group(2).lower() not in _SIZE_UNITS:
-            raise ValueError(f"expected a size like 104857600 or 100Mi, got {raw!r}")
-        value = int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-    if value <= 0:
-        raise ValueError(f"size must be positive, got {raw!r}")
-    return value
-
-
-def parse_bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "t", "true", "yes", "on"):
-        return True
-    if text in ("0", "f", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {raw!r}")
-
-
-def parse_int(raw: Any) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"expected an integer, got {raw!r}")
-    try:
-        return int(str(raw).strip(), 10)
-    except ValueError:
-        raise ValueError(f"expected an integer, got {raw!r}") from None
-
-
-def parse_float(raw: Any) -> float:
-    if isinstance(raw, bool):
-        raise ValueError(f"expected a number, got {raw!r}")
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"expected a number, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {raw!r}")
-    return value
-
-
-def parse_non_negative_int(raw: Any) -> int:
-    value = parse_int(raw)
-    if value < 0:
-        raise ValueError(f"expected an integer >= 0, got {raw!r}")
-    return value
-
-
-def parse_positive_int(raw: Any) -> int:
-    value = parse_int(raw)
-    if value <= 0:
-        raise ValueError(f"expected an integer > 0, got {raw!r}")
-    return value
-
-
-def parse_positive_duration(raw: Any) -> float:
-    value = parse_duration(raw)
-    if value <= 0:
-        raise ValueError(f"expected a duration above 0, got {raw!r}")
-    return value
-
-
-def parse_port(raw: Any) -> int:
-    port = parse_int(raw)
-    if not 0 < port < 65536:
-        raise ValueError(f"expected a TCP port 1-65535, got {raw!r}")
-    return port
-
-
-def parse_str(raw: Any) -> str:
-    if isinstance(raw, (dict, list)):
-        raise ValueError(f"expected a string, got {type(raw).__name__}")
-    return "" if raw is None else str(raw)
-
-
-def parse_path(raw: Any) -> str:
-    """Paths must be absolute or explicitly relative and must not climb with '..' (rule: no escape)."""
-    text = parse_str(raw)
-    if text and ".." in text.split("/"):
-        raise ValueError(f"path must not contain '..', got {text!r}")
-    return text
-
-
-def choice(*allowed: str) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
-        text = parse_str(raw)
-        if text not in allowed:
-            raise ValueError(f"expected one of {', '.join(allowed)}, got {text!r}")
-        return text
-    parse.__name__ = "choice"
-    return parse
-
-
-def parse_addr(raw: Any) -> tuple[str, int]:
-    """``host:port``, ``[ipv6]:port`` or ``:port``, read as Go's ``net.SplitHostPort`` reads upstream's ``-addr``:
-    an IPv6 literal needs its brackets (``[::1]:9316``; ``::1:9316`` is ambiguous and refused, as Go refuses it).
-    ``:port`` and ``[::]:port`` listen on every interface, IPv4 and IPv6 (koordlet.ops.server)."""
-    text = parse_str(raw).strip()
-    if text.startswith("["):
-        host, close, port = text[1:].partition("]")
-        if not close or not port.startswith(":"):
-            raise ValueError(f"expected [ipv6]:port, got {raw!r}")
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{host!r} in {raw!r} is not an IPv6 address") from None
-        return host, parse_port(port[1:])
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        raise ValueError(f"expected host:port, [ipv6]:port or :port, got {raw!r}")
-    if ":" in host:
-        raise ValueError(f"an IPv6 address needs brackets, [{host}]:{port}; got {raw!r}")
-    return host, parse_port(port)
-
-
-# Upstream's koordlet feature gates with their stage and default: pkg/features/koordlet_features.go plus the
-# runtime-hook gates pkg/koordlet/runtimehooks/config.go adds to the same gate set (GroupIdentity ... OOMScoreAdj).
-# Every beta gate defaults on, every alpha gate off; upstream has no GA or deprecated koordlet gate. An unknown
-# gate is refused, as upstream's SetFromMap refuses it ("unrecognized feature gate").
-BETA_GATES = ("BECPUSuppress", "CPUBurst", "RdtResctrl", "NodeTopologyReport", "GroupIdentity",
-              "CPUSetAllocator", "BatchResource")
-ALPHA_GATES = ("AuditEvents", "AuditEventsHTTPHandler", "BECPUManager", "BECPUEvict", "BEMemoryEvict",
-               "CPUEvict", "MemoryEvict", "CPUAllocatableEvict", "MemoryAllocatableEvict", "SystemConfig",
-               "ResctrlCollector", "CgroupReconcile", "Accelerators", "RDMADevices", "CPICollector", "Libpfm4",
-               "PSICollector", "BlkIOReconcile", "ColdPageCollector", "HugePageReport", "PodResourcesProxy",
-               "HamiCoreVGPUMonitor", "PerCPUMetric", "NodeMetricPromMetrics", "GPUEnvInject",
-               "RDMADeviceInject", "CPUNormalization", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
-               "OOMScoreAdj")
-DEFAULT_GATES: dict[str, bool] = {**dict.fromkeys(BETA_GATES, True), **dict.fromkeys(ALPHA_GATES, False)}
-# component-base's special gates: each sets every gate of its stage that is not set explicitly
-BULK_GATES: dict[str, tuple[str, ...]] = {"AllAlpha": ALPHA_GATES, "AllBeta": BETA_GATES}
-
-
-def parse_gates(raw: Any) -> dict[str, bool]:
-    """``A=true,B=false`` (flag/env form, as component-base's MapStringBool: pairs split on ``,``, names and
-    values trimmed, a repeated name keeps its last value) or a YAML mapping. ``AllAlpha``/``AllBeta`` stay in the
-    result as they are: :func:`resolve_gates` applies them, after every layer is merged."""
-    if isinstance(raw, Mapping):
-        items = [(str(k).strip(), v) for k, v in raw.items()]
-    else:
-        items = []
-        for part in parse_str(raw).split(","):
-            if not part.strip():
-                continue
-            name, sep, value = part.partition("=")
-            if not sep:
-                raise ValueError(f"feature gate {part.strip()!r} needs =true or =false")
-            items.append((name.strip(), value))
-    gates: dict[str, bool] = {}
-    for name, value in items:
-        try:
-            enabled = parse_bool(value)
-        except ValueError as e:
-            raise ValueError(f"feature gate {name}: {e}") from None
-        if name not in DEFAULT_GATES and name not in BULK_GATES:
-            raise ValueError(f"unknown feature gate {name!r} (unrecognized upstream too; known: "
-                             f"{', '.join(sorted(DEFAULT_GATES))}, AllAlpha, AllBeta)")
-        gates[name] = enabled
-    return gates
-
-
-def resolve_gates(settings: Mapping[str, bool]) -> dict[str, bool]:
-    """The gates an operator set, with ``AllAlpha``/``AllBeta`` expanded as upstream (component-base
-    featuregate ``SetFromMap``): a gate set by name keeps its value whatever the bulk setting and wherever it
-    stands in the list; ``AllAlpha=X`` sets every alpha gate not named to X, ``AllBeta=X`` every beta gate not
-    named. Gates left unset are absent (their default applies, :meth:`Config.gate`)."""
-    gates = {name: on for name, on in settings.items() if name not in BULK_GATES}
-    for bulk, members in BULK_GATES.items():
-        if bulk in settings:
-            for name in members:
-                gates.setdefault(name, settings[bulk])
-    return gates
 
 
 def go_join(*parts: str) -> str:
@@ -262,151 +42,7 @@ def go_join(*parts: str) -> str:
     return "/" + clean.lstrip("/") if clean.startswith("//") else clean
 
 
-# --------------------------------------------------------------------------------------------------
-# the options
-# --------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Option:
-    name: str                      # wire spelling: flag / YAML key
-    parse: Callable[[Any], Any]
-    default: Any
-    help: str
-
-    @property
-    def attr(self) -> str:
-        return self.name.replace("-", "_")
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.replace("-", "_").upper()
-
-
-# Root directories default to None here: they are resolved from agent-mode (DaemonSet: /host-*, host: real paths).
-OPTIONS: tuple[Option, ...] = (
-    Option("node-name", parse_str, "", "node name (env NODE_NAME); defaults to the hostname in standalone mode"),
-    Option("agent-mode", choice("auto", "daemonset", "host"), "auto",
-           "daemonset: host dirs mounted under /host-*; host: real paths; auto: daemonset if /host-sys exists"),
-    Option("standalone", parse_bool, False, "run without a cluster: pods from the cgroup tree and pods-file"),
-    Option("cgroup-root-dir", parse_path, None, "cgroup root"),
-    Option("sys-root-dir", parse_path, None, "sysfs root"),
-    Option("sys-fs-root-dir", parse_path, None, "sys/fs root, resctrl lives here"),
-    Option("proc-root-dir", parse_path, "/proc/", "procfs root (hostPID is assumed)"),
-    Option("var-run-root-dir", parse_path, None, "host /var/run"),
-    Option("run-root-dir", parse_path, None, "host /run"),
-    Option("terway-qos-dir", parse_path, None, "where terway-qos reads its config (netQOSPolicy terway-qos)"),
-    Option("var-lib-kubelet-dir", parse_path, "/var/lib/kubelet/", "kubelet state dir"),
-    Option("cgroup-driver", choice("auto", "cgroupfs", "systemd"), "auto", "naming of the kubepods cgroup tree"),
-    Option("pod-source", choice("auto", "kubelet", "apiserver", "standalone"), "auto",
-           "where pods come from; auto: standalone when --standalone, else kubelet"),
-    Option("pods-file", parse_path, "", "standalone: optional YAML list of Pod objects (metadata for cgroup pods)"),
-    Option("kubeconfig", parse_path, "", "kubeconfig for the API server; none: the in-cluster config"),
-    Option("kube-api-qps", parse_float, 20.0, "client-side rate limit of API server requests (per second)"),
-    Option("kube-api-burst", parse_int, 30, "burst of the API server request rate limit"),
-    Option("kubelet-address", parse_str, "127.0.0.1", "kubelet address (the DaemonSet runs with hostNetwork)"),
-    Option("kubelet-port", parse_port, 10250, "kubelet HTTPS port"),
-    Option("kubelet-read-only-port", parse_port, 10255, "kubelet read-only HTTP port (with kubelet-insecure-tls)"),
-    Option("kubelet-insecure-tls", parse_bool, False, "use plain HTTP on the read-only port"),
-    Option("kubelet-token-file", parse_path, "/var/run/secrets/kubernetes.io/serviceaccount/token",
-           "bearer token for the kubelet HTTPS port"),
-    Option("kubelet-sync-interval", parse_duration, 10.0, "period of the full pod re-sync"),
-    Option("kubelet-sync-timeout", parse_duration, 3.0, "timeout of one pod list request"),
-    Option("collect-res-used-interval", parse_duration, 1.0, "usage collection period (<1s disables collection)"),
-    Option("collect-sys-metric-outdated-interval", parse_duration, 10.0,
-           "system usage is computed only from inputs newer than this"),
-    Option("collect-node-cpu-info-interval", parse_positive_duration, 60.0,
-           "period of the host topology re-read (CPUs, NUMA nodes, RDMA NICs), upstream's node info collector"),
-    Option("cpi-collector-interval", parse_duration, 60.0, "CPI collection period (gate CPICollector)"),
-    Option("collect-cpi-timewindow", parse_duration, 10.0, "how long the CPI counters count in each period"),
-    Option("psi-collector-interval", parse_duration, 10.0, "PSI collection period (gate PSICollector)"),
-    Option("coldpage-collector-interval", parse_duration, 5.0, "cold memory (kidled) collection period "
-           "(gate ColdPageCollector)"),
-    Option("enable-pagecache-collector", parse_bool, False, "collect memory usage with page cache (needed by "
-           "nodeMemoryCollectPolicy usageWithPageCache)"),
-    Option("enable-resctrl-collector", parse_bool, False, "collect the resctrl class groups' LLC occupancy and memory "
-           "bandwidth (mon_data); needs gate ResctrlCollector too, as upstream"),
-    Option("resctrl-collector-interval", parse_positive_duration, 10.0, "resctrl monitoring collection period"),
-    Option("tsdb-path", parse_path, "/metric-data/", "metric cache directory (sqlite file inside)"),
-    Option("tsdb-retention-duration", parse_duration, 12 * 3600.0, "metric cache retention on disk"),
-    Option("tsdb-max-bytes", parse_size, 100 * 2**20, "metric cache size cap on disk"),
-    Option("metric-cache-memory-window", parse_duration, 1800.0,
-           "points kept in memory (the largest window reporters query); older points are read from disk"),
-    Option("metric-cache-flush-interval", parse_duration, 10.0, "how often new points are written to disk"),
-    Option("node-topology-sync-interval", parse_duration, 3.0,
-           "period of the NodeResourceTopology report (0 disables it)"),
-    Option("disable-query-kubelet-config", parse_bool, False,
-           "do not read the kubelet /configz (CPU manager policy, topology policy)"),
-    Option("enable-node-metric-report", parse_bool, True, "report NodeMetric status"),
-    Option("nodeslo-file", parse_path, "", "standalone/host: NodeSLO (object, spec or slo-controller-config "
-           "ConfigMap) from this YAML file, reloaded on change"),
-    Option("prediction-checkpoint-filepath", parse_path, "/prediction-checkpoints",
-           "directory of the peak predictor's checkpoint (a restart keeps the model)"),
-    Option("prediction-cold-start-duration", parse_duration, 24 * 3600.0,
-           "a pod younger than this is predicted from its request, not its history"),
-    Option("prediction-safety-margin-percent", parse_non_negative_int, 10,
-           "margin added above the predicted peak (percent)"),
-    Option("prediction-memory-histogram-decay-halflife", parse_positive_duration, 24 * 3600.0,
-           "half-life of the memory usage histograms' sample weights"),
-    Option("prediction-cpu-histogram-decay-halflife", parse_positive_duration, 12 * 3600.0,
-           "half-life of the CPU usage histograms' sample weights"),
-    Option("prediction-training-interval", parse_positive_duration, 60.0, "period of the prediction model update"),
-    Option("prediction-model-expiration-duration", parse_duration, 30 * 60.0,
-           "a model not updated for this long (its pod is gone) is dropped"),
-    Option("prediction-model-checkpoint-interval", parse_duration, 10 * 60.0,
-           "a model is checkpointed at most this often"),
-    Option("prediction-model-checkpoint-max-per-step", parse_non_negative_int, 12,
-           "most models checkpointed per training step"),
-    Option("gpu-partition-policy", choice("Prefer", "Honor", "none"), "Prefer",
-           "Device label node.koordinator.sh/gpu-partition-policy with the GPU partition table derived from the "
-           "NVLink/PCIe topology; none: publish neither (upstream's behaviour for NVIDIA GPUs)"),
-    Option("reconcile-interval-seconds", parse_duration, 1.0,
-           "QoS enforcement period (cpu qos, cpuset, suppress, burst, memory qos, evictions); 0 disables enforcement"),
-    Option("resource-force-update-seconds", parse_duration, 60.0,
-           "a cached cgroup/sysctl value is re-read from the kernel (and repaired) after this long"),
-    Option("evict-standalone-kill", parse_bool, False,
-           "standalone (no API server): kill the processes of a pod chosen for eviction; default: only log it"),
-    Option("enable-nri-runtime-hook", parse_bool, True,
-           "serve the NRI plugin to containerd/CRI-O (settings in place at container creation; needs root)"),
-    Option("runtime-hooks-nri-socket-path", parse_path, "nri/nri.sock",
-           "the runtime's NRI socket, joined under var-run-root-dir as upstream does, even when absolute "
-           "(/run/x.sock with var-run-root-dir /host-var-run/ is /host-var-run/run/x.sock)"),
-    Option("runtime-hooks-nri-plugin-name", parse_str, "koordlet_nri", "NRI plugin name ([A-Za-z0-9_.+-])"),
-    Option("runtime-hooks-nri-plugin-index", parse_str, "00", "NRI plugin index, two digits (runtimes order "
-           "plugins by it)"),
-    Option("runtime-hooks-nri-hook-budget", parse_duration, 0.1,
-           "an NRI hook not done within this answers empty (fail-open) and the reconciler applies the settings"),
-    Option("runtime-hooks-nri-backoff-cap", parse_duration, 30.0,
-           "longest wait between NRI reconnect attempts (a new runtime socket is noticed at once)"),
-    Option("hami-core-library-directory-path", parse_path, "/usr/local/vgpu/libvgpu.so",
-           "host path of HAMi-core's libvgpu.so (gate GPUEnvInject; despite the name, the file)"),
-    Option("xpu-device-infos-dir", parse_path, "/var/run/koordlet/xpu-device-infos/",
-           "device-info files of non-NVIDIA accelerators (koord-device-daemon), reported in the Device (gate "
-           "Accelerators)"),
-    Option("pod-resources-proxy-path", parse_path, "/var/run/koordlet/pod-resources",
-           "directory of the PodResources proxy socket kubelet.sock (gate PodResourcesProxy; Multus mounts it at "
-           "/var/lib/kubelet/pod-resources); the kubelet's own socket is read under var-lib-kubelet-dir"),
-    Option("report-dir", parse_path, "", "standalone: write the NodeMetric, NRT and Device objects here "
-           "as YAML each report interval"),
-    Option("addr", parse_addr, ("", 9316), "HTTP listen address of /metrics, /healthz, /readyz and /events (that one "
-           "for loopback clients only, unless gate AuditEventsHTTPHandler): host:port, [ipv6]:port, or :port and "
-           "[::]:port for every IPv4 and IPv6 interface"),
-    Option("audit-log-dir", parse_path, "/var/log/koordlet", "directory of the audit log audit.log and its rotated "
-           "files (gate AuditEvents)"),
-    Option("audit-verbose", parse_non_negative_int, 3, "audit events of a higher verbosity are not logged (0: all; "
-           "kernel writes are 3, evictions 0)"),
-    Option("audit-max-disk-space-mb", parse_positive_int, 16, "disk space of the audit log: files of 2 MiB, the "
-           "oldest removed"),
-    Option("audit-max-concurrent-readers", parse_positive_int, 4, "paging readers of /events kept at once (gate "
-           "AuditEventsHTTPHandler)"),
-    Option("audit-max-events-limit", parse_positive_int, 2048, "largest size of one /events page (gate "
-           "AuditEventsHTTPHandler)"),
-    Option("feature-gates", parse_gates, {}, "A=true,B=false (AllAlpha / AllBeta accepted)"),
-    Option("log-level", choice("debug", "info", "warning", "error"), "info", "log verbosity"),
-    Option("log-format", choice("text", "json"), "text", "text: <time> <LEVEL> <logger> <message key=value ...>; "
-           "json: one object per line, with ts, level, logger, msg and the message's key=value fields as keys"),
-)
-OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
-
+# Where the root directories are by agent-mode (their options default to None): the DaemonSet's mounts, the host's.
 DS_ROOTS = {"cgroup-root-dir": "/host-cgroup/", "sys-root-dir": "/host-sys/", "sys-fs-root-dir": "/host-sys-fs/",
             "terway-qos-dir": "/host-var-lib/terway/qos/",
             "var-run-root-dir": "/host-var-run/", "run-root-dir": "/host-run/"}
@@ -584,18 +220,6 @@ class ArgParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ConfigError(f"command line: {message}")
-
-
-def go_duration(seconds: float) -> str:
-    """Seconds as Go prints a ``time.Duration`` (``12h0m0s`` shortened to ``12h``, ``1m30s``, ``100ms``), the
-    spelling upstream's ``-help`` uses and ``parse_duration`` reads back."""
-    if seconds <= 0:
-        return "0s"
-    if seconds < 1:
-        return f"{round(seconds * 1000, 3):g}ms"
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return "".join(f"{value:g}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if value)
 
 
 def _shown(option: Option, value: Any) -> str:

@@ -68,10 +68,11 @@ from koordlet.host.blockdev import BlockDevError, BlockDevices
 from koordlet.host.cgroup import Cgroups, CgroupVersion, KubeQOS
 from koordlet.host.fs import read_text
 from koordlet.host.paths import HostPaths
-from koordlet.states import decode, nodeslo
+from koordlet.states import decode
 from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
-from koordlet.states.nodeslo import BlkIOQOSCfg, BlockCfg, IOCfg, ResourceQOS
+from koordlet.states.nodeslo.decoder import overlay
+from koordlet.states.nodeslo.schema import BlkIOQOSCfg, BlockCfg, IOCfg, ResourceQOS
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ def pod_blocks(annotations: Mapping[str, str]) -> tuple[BlockCfg, ...] | None:
         return None
     if text == "":
         return ()
-    cfg, problem = nodeslo.overlay(BlkIOQOSCfg, decode.json_object(key, text), BlkIOQOSCfg(), key)
+    cfg, problem = overlay(BlkIOQOSCfg, decode.json_object(key, text), BlkIOQOSCfg(), key)
     if problem is not None:
         raise DecodeError(key, problem)
     return cfg.blocks

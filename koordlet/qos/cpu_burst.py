@@ -52,10 +52,11 @@ from koordlet.host.cgroup import Cgroups
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.ops.metrics import GaugeCycle
 from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_quota
-from koordlet.states import decode, nodeslo
+from koordlet.states import decode
 from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
-from koordlet.states.nodeslo import CPUBurstStrategy
+from koordlet.states.nodeslo.decoder import overlay
+from koordlet.states.nodeslo.schema import CPUBurstStrategy
 from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import NOT_PINNED, resource_status
 from koordlet.states.readings import CgroupReadings, CpuStat
@@ -186,7 +187,7 @@ def pod_burst_config(pod: Pod, node_cfg: CPUBurstStrategy) -> CPUBurstStrategy:
     if text is None:
         return node_cfg
     raw = {k: v for k, v in decode.json_object(key, text).items() if k != "sharePoolThresholdPercent"}
-    cfg, problem = nodeslo.overlay(CPUBurstStrategy, raw, node_cfg, key)
+    cfg, problem = overlay(CPUBurstStrategy, raw, node_cfg, key)
     if problem is not None:
         raise DecodeError(key, problem)
     return cfg

@@ -24,7 +24,7 @@ from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor, Update
 
 if TYPE_CHECKING:
-    from koordlet.states.nodeslo import NodeSLOSpec
+    from koordlet.states.nodeslo.schema import NodeSLOSpec
 
 log = logging.getLogger(__name__)
 

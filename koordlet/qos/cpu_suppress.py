@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.node import NodeInfo
-    from koordlet.states.nodeslo import HostApplicationSpec
+    from koordlet.states.nodeslo.schema import HostApplicationSpec
     from koordlet.states.pod import Pod
     from koordlet.writer.executor import Executor
 

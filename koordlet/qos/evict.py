@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
     from koordlet.states.kubeapi import KubeApi
-    from koordlet.states.nodeslo import ResourceThresholdStrategy
+    from koordlet.states.nodeslo.schema import ResourceThresholdStrategy
     from koordlet.states.pod import Pod
     from koordlet.writer.executor import Executor
 

@@ -41,10 +41,12 @@ from koordlet.base.quantity import parse_quantity
 from koordlet.component import Plugin, host_probe
 from koordlet.host import probes
 from koordlet.host.cgroup import CgroupVersion, KubeQOS
-from koordlet.states import decode, nodeslo
+from koordlet.states import decode
 from koordlet.states.decode import DecodeError, decoder
 from koordlet.states.informer import pod_owner
-from koordlet.states.nodeslo import MemoryQOSCfg, ResourceQOSStrategy, default_node_slo_spec
+from koordlet.states.nodeslo.decoder import overlay
+from koordlet.states.nodeslo.merge import default_node_slo_spec
+from koordlet.states.nodeslo.schema import MemoryQOSCfg, ResourceQOSStrategy
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
@@ -134,7 +136,7 @@ def pod_memory_qos(pod: Pod, strategy: ResourceQOSStrategy) -> MemoryQOSCfg:
     if policy == POLICY_AUTO:
         base = replace(class_memory_qos(default_node_slo_spec().resource_qos or ResourceQOSStrategy(), pod.qos_class),
                        enable=node_cfg.enable)
-    merged, problem = nodeslo.overlay(MemoryQOSCfg, overrides, base, key)
+    merged, problem = overlay(MemoryQOSCfg, overrides, base, key)
     if problem is not None:
         raise DecodeError(key, problem)
     return NONE_MEMORY_QOS if policy == POLICY_NONE else merged

@@ -95,7 +95,7 @@ from koordlet.writer.executor import FORCE_REFRESH, Executor, Update
 if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
-    from koordlet.states.nodeslo import NetworkQOSCfg, NodeSLOSpec
+    from koordlet.states.nodeslo.schema import NetworkQOSCfg, NodeSLOSpec
     from koordlet.states.pod import Pod
 
 log = logging.getLogger(__name__)

@@ -90,7 +90,7 @@ from koordlet.writer.executor import Executor, Update
 if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
     from koordlet.states.informer import PodMeta
-    from koordlet.states.nodeslo import ResctrlQOSCfg, ResourceQOSStrategy
+    from koordlet.states.nodeslo.schema import ResctrlQOSCfg, ResourceQOSStrategy
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from koordlet.base.quantity import parse_quantity
 from koordlet.component import Plugin
 from koordlet.host.fs import read_bytes
 from koordlet.host.paths import HostPaths
-from koordlet.states.nodeslo import SystemStrategy
+from koordlet.states.nodeslo.schema import SystemStrategy
 from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Update
 

@@ -52,7 +52,7 @@ from koordlet.base.quantity import format_bytes, format_milli, milli, parse_quan
 from koordlet.component import Context, Plugin
 from koordlet.host.nvml import Gpu
 from koordlet.metriccache import AggregateResult, EmptyError, MetricCache
-from koordlet.ops.config import parse_duration
+from koordlet.ops.values import parse_duration
 from koordlet.prediction.reclaimable import ReclaimPrediction, node_allocatable
 from koordlet.prediction.server import Resources
 from koordlet.states.hostapps import HostApp

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from koordlet.base import wire
 from koordlet.host.cgroup import KubeQOS
-from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
+from koordlet.states.nodeslo.schema import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 
 POLICY_DEFAULT, POLICY_NONE, POLICY_EXCLUSIVE = "", "none", "exclusive"

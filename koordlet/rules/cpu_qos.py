@@ -21,7 +21,7 @@ from koordlet.base import wire
 from koordlet.host.cgroup import KubeQOS
 from koordlet.states import decode
 from koordlet.states.decode import DecodeError, decoder
-from koordlet.states.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
+from koordlet.states.nodeslo.schema import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.states.pod import Pod
 
 NONE_BVT = 0

@@ -20,7 +20,7 @@ from koordlet.host.cgroup import CgroupWrite, KubeQOS, format_cpu_list
 from koordlet.states.pod import Container, Pod, ResourceStatus
 
 if TYPE_CHECKING:
-    from koordlet.states.nodeslo import NodeSLOSpec
+    from koordlet.states.nodeslo.schema import NodeSLOSpec
     from koordlet.states.nodestate import NodeView
 
 CFS_PERIOD_US = 100_000

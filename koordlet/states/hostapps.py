@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, KubeQOS, Layout
-from koordlet.states.nodeslo import HostApplicationSpec
+from koordlet.states.nodeslo.schema import HostApplicationSpec
 
 DEFAULT_LS_DIR, DEFAULT_BE_DIR = "host-latency-sensitive", "host-best-effort"
 _BASES = {wire.CGROUP_BASE_KUBEPODS: KubeQOS.GUARANTEED, wire.CGROUP_BASE_KUBE_BURSTABLE: KubeQOS.BURSTABLE,

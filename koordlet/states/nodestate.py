@@ -31,7 +31,9 @@ from koordlet.states.hostapps import HostApp, escaping, resolve_host_apps
 from koordlet.states.informer import PodMeta, PodsInformer
 from koordlet.states.kubelet import KubeletClient, KubeletCPUConfig
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import NodeSLOFile, NodeSLOSpec, merge_node_slo_spec, node_slo_from_object
+from koordlet.states.nodeslo.file import NodeSLOFile
+from koordlet.states.nodeslo.merge import merge_node_slo_spec, node_slo_from_object
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.states.pools import CPUPools, Pools, cpu_pools
 from koordlet.states.runtimepods import RuntimePods
 

@@ -18,7 +18,8 @@ from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Layout
 from koordlet.host.paths import HostPaths
 from koordlet.rules.pod_plan import PlanRule, PodPlan
-from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.states.pod import Pod
 
 if TYPE_CHECKING:

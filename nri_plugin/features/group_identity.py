@@ -12,7 +12,7 @@ from nri_plugin.features.base import Event, Feature, HookEnv, Unit, slo_of
 if TYPE_CHECKING:
     from koordlet.rules.cpu_qos import CPUQOSRule
     from koordlet.rules.pod_plan import PlanRule
-    from koordlet.states.nodeslo import NodeSLOSpec
+    from koordlet.states.nodeslo.schema import NodeSLOSpec
     from koordlet.states.nodestate import NodeView
     from koordlet.writer.executor import Update
 

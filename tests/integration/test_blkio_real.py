@@ -23,7 +23,8 @@ import pytest
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.qos.blkio import BlkIO
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.writer.executor import Executor
 from tests.builders import host_paths, node_view, pod_meta
 from tests.realcgroup import CGROUP_FS

@@ -18,7 +18,7 @@ from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.qos.cpu_burst import CPUBurst
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.writer.executor import Executor
 from tests.builders import host_paths, node_view, pod_meta
 from tests.realcgroup import BUSY, IDLE, proc_cpu_seconds

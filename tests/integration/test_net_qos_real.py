@@ -30,7 +30,8 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC, TC_H_ROOT, supported
 from koordlet.host.paths import HostPaths
 from koordlet.qos import net_qos as nq
-from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.writer.executor import Executor
 from tests.builders import host_paths, node_view, pod_meta
 from tests.waits import wait_for

@@ -18,7 +18,7 @@ from koordlet.host.topology import read_topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.qos.cpu_suppress import CPUSuppress, be_suppress_cpuset, processors_of
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor
 from tests.builders import host_paths, node_view, pod_meta

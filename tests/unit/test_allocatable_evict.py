@@ -23,7 +23,7 @@ from koordlet.qos.evict import (
     pod_request,
 )
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import ResourceThresholdStrategy
+from koordlet.states.nodeslo.schema import ResourceThresholdStrategy
 from tests.builders import agent_pod, pod_object
 from tests.unit.test_evict import NOW, Env, GiB, cid, slo, uid
 

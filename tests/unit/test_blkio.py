@@ -21,7 +21,8 @@ from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.blkio import BlkIO, Limits, devices_in, pod_blocks, probe, root_values, throttle_values
 from koordlet.states.decode import DecodeError
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import IOCfg, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import IOCfg
 from koordlet.writer.executor import Executor
 from tests.builders import node_view, pod_meta
 

@@ -19,7 +19,9 @@ from koordlet import cli
 from koordlet.base.logutil import JsonFormatter, message_fields
 from koordlet.cli import COMMAND_OPTIONS, _parser
 from koordlet.host.cgroup import CgroupVersion, Driver
-from koordlet.ops.config import OPTIONS, Config, ConfigError, build, go_duration, parse_addr
+from koordlet.ops.config import Config, ConfigError, build
+from koordlet.ops.options import OPTIONS
+from koordlet.ops.values import go_duration, parse_addr
 from tests.fakehost import FakeHost
 
 
@@ -60,7 +62,7 @@ def test_run_help_shows_every_default(monkeypatch):
 @pytest.mark.parametrize("seconds,text", [(0, "0s"), (0.1, "100ms"), (1, "1s"), (90, "1m30s"), (43200, "12h"),
                                           (3600 + 1.5, "1h1.5s")])
 def test_durations_print_as_go_prints_them(seconds, text):
-    from koordlet.ops.config import parse_duration
+    from koordlet.ops.values import parse_duration
     assert go_duration(seconds) == text
     assert parse_duration(text) == pytest.approx(seconds)
 

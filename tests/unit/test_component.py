@@ -12,7 +12,8 @@ import pytest
 from koordlet import collectors, qos, reporters, services
 from koordlet.component import Loops, Plugin, StartupError, build_enabled, spread
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
-from koordlet.ops.config import ALPHA_GATES, DEFAULT_GATES, build
+from koordlet.ops.config import build
+from koordlet.ops.gates import ALPHA_GATES, DEFAULT_GATES
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.ops.server import HttpServer
 from koordlet.states.informer import PodsInformer

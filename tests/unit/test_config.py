@@ -1,16 +1,10 @@
 import pytest
 
 from koordlet.cli import main
-from koordlet.ops.config import (
-    OPTIONS,
-    ConfigError,
-    build,
-    parse_duration,
-    parse_gates,
-    parse_path,
-    resolve_gates,
-    state_directory,
-)
+from koordlet.ops.config import ConfigError, build, state_directory
+from koordlet.ops.gates import parse_gates, resolve_gates
+from koordlet.ops.options import OPTIONS
+from koordlet.ops.values import parse_duration, parse_path
 
 
 def test_precedence_defaults_file_env_flags(tmp_path):

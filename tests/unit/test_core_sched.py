@@ -22,7 +22,8 @@ from koordlet.qos.core_sched import CACHE_EXPIRY, CoreSched
 from koordlet.rules.core_sched import core_sched_rule, group_id
 from koordlet.states.informer import PodMeta
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import NodeSLOSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.writer.executor import Executor
 from tests.builders import agent_pod, host_paths, node_view, pod_meta
 from tests.fakehost import FakeHost

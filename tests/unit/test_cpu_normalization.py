@@ -12,7 +12,7 @@ from koordlet.qos.cpu_burst import CPUBurst
 from koordlet.qos.pod_resources import PodResources
 from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_pod_quota
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.pod import resource_status
 from koordlet.writer.executor import Executor
 from tests.builders import agent_pod, node_view

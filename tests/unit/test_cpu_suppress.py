@@ -32,7 +32,8 @@ from koordlet.qos.cpu_suppress import (
 )
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import CgroupPath, HostApplicationSpec, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import CgroupPath, HostApplicationSpec
 from koordlet.writer.executor import Executor
 from tests.builders import agent_pod, node_view
 from tests.fakehost import CgroupValues, FakeHost

@@ -29,7 +29,7 @@ from koordlet.states import decode
 from koordlet.states.decode import MAX_BYTES, MAX_DEPTH, DecodeError
 from koordlet.states.deviceallocation import parse_device_allocated
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.pod import extended_resource_spec
 from koordlet.states.pod import resource_status as pod_resource_status
 from koordlet.writer.executor import Executor

@@ -29,8 +29,10 @@ from hami_bridge.inject import HostLayout
 from koordlet.base import wire
 from koordlet.cli import _parser
 from koordlet.host.paths import HostPaths
-from koordlet.ops.config import DEFAULT_GATES, OPTIONS_BY_NAME, Config, ConfigError, build, flag_values
+from koordlet.ops.config import Config, ConfigError, build, flag_values
+from koordlet.ops.gates import DEFAULT_GATES
 from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.options import OPTIONS_BY_NAME
 from koordlet.ops.server import HttpServer
 
 REPO = Path(__file__).resolve().parents[2]

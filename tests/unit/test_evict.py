@@ -38,7 +38,8 @@ from koordlet.qos.evict import (
 )
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import ResourceThresholdStrategy, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import ResourceThresholdStrategy
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
 from tests.builders import agent_pod, node_view, pod_meta, pod_object

@@ -42,7 +42,8 @@ from hypothesis import strategies as st
 from koordlet._proto.ttrpc import ttrpc_pb2
 from koordlet.base import yamlfile
 from koordlet.base.yamlfile import load_yaml
-from koordlet.states.nodeslo import NodeSLOFile, NodeSLOFileError, merge_node_slo_spec, node_slo_from_object
+from koordlet.states.nodeslo.file import NodeSLOFile, NodeSLOFileError
+from koordlet.states.nodeslo.merge import merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pod import pod_from_k8s
 from koordlet.states.standalone import PodsFileError, load_pods_file
 from nri_plugin.transport import mux, ttrpc

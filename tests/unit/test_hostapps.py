@@ -15,7 +15,7 @@ from koordlet.metriccache import MetricCache, Sample
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
 from koordlet.states.hostapps import HostApp, resolve_host_apps
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from tests.fakehost import CgroupValues, FakeHost
 
 MiB = 2**20
@@ -108,7 +108,7 @@ def test_an_app_dir_that_resolves_outside_the_root_is_dropped_and_written_nowher
     from koordlet.ops.config import build
     from koordlet.qos.pod_resources import PodResources
     from koordlet.states.informer import PodsInformer
-    from koordlet.states.nodeslo import NodeSLOFile
+    from koordlet.states.nodeslo.file import NodeSLOFile
     from koordlet.states.nodestate import NodeState
     from koordlet.writer.executor import Executor
 

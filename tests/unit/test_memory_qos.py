@@ -28,7 +28,8 @@ from koordlet.qos.memory_qos import (
 )
 from koordlet.states.decode import DecodeError
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import MemoryQOSCfg, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import MemoryQOSCfg
 from koordlet.writer.executor import MAX_INT64, Executor
 from tests.builders import agent_pod, node_view, pod_meta
 from tests.fakehost import CgroupValues, FakeHost

@@ -19,7 +19,7 @@ from koordlet.host.paths import HostPaths
 from koordlet.qos import net_qos as nq
 from koordlet.states.decode import DecodeError
 from koordlet.states.informer import meta_for
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.writer.executor import Executor
 from tests.builders import agent_pod, node_view
 

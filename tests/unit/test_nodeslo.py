@@ -13,14 +13,10 @@ import os
 import pytest
 import yaml
 
-from koordlet.states.nodeslo import (
-    NodeSLOFile,
-    SLOControllerConfig,
-    default_node_slo_spec,
-    match_label_selector,
-    merge_node_slo_spec,
-    node_slo_from_object,
-)
+from koordlet.states.nodeslo.controller_config import SLOControllerConfig
+from koordlet.states.nodeslo.file import NodeSLOFile
+from koordlet.states.nodeslo.merge import default_node_slo_spec, merge_node_slo_spec, node_slo_from_object
+from koordlet.states.nodeslo.selector import match_label_selector
 
 LOGGER = "koordlet.states.nodeslo"
 

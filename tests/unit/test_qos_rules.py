@@ -11,7 +11,7 @@ import pytest
 from koordlet.host.cgroup import KubeQOS
 from koordlet.rules import cpu_qos, resources
 from koordlet.states.decode import DecodeError
-from koordlet.states.nodeslo import merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.pod import resource_status
 from tests.builders import agent_pod, node_view
 

@@ -202,7 +202,7 @@ def test_a_failing_strategy_does_not_stop_the_others(tmp_path, caplog):
 
 def test_the_shipped_host_nodeslo_example_parses_and_resolves():
     from koordlet.states.hostapps import resolve_host_apps
-    from koordlet.states.nodeslo import NodeSLOFile
+    from koordlet.states.nodeslo.file import NodeSLOFile
     here = os.path.join(os.path.dirname(__file__), "..", "..", "systemd", "nodeslo.yaml")
     f = NodeSLOFile(here, "my-host")
     f.refresh()

@@ -22,7 +22,8 @@ from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.resctrl import Resctrl, class_schemata, l3_mask, mb_value, parse_pod_resctrl, pod_schemata
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import NodeSLOSpec, ResctrlQOSCfg, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import NodeSLOSpec, ResctrlQOSCfg
 from koordlet.states.pod import Container, Pod
 from koordlet.writer.executor import Executor
 from tests.builders import node_view

@@ -14,7 +14,8 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.topology import read_topology
 from koordlet.qos.system_config import SystemConfig, min_free_kbytes, parse_sched_features, sched_feature_writes
 from koordlet.states.node import NodeInfo
-from koordlet.states.nodeslo import SystemStrategy, merge_node_slo_spec
+from koordlet.states.nodeslo.merge import merge_node_slo_spec
+from koordlet.states.nodeslo.schema import SystemStrategy
 from koordlet.writer.executor import Executor
 from tests.builders import node_view
 from tests.fakehost import FakeHost

@@ -18,17 +18,8 @@ from koordlet.agent import Agent
 from koordlet.cli import _argv, _config, _parser, main
 from koordlet.host.cgroup import CgroupVersion, Driver
 from koordlet.ops import compat
-from koordlet.ops.config import (
-    ALPHA_GATES,
-    BETA_GATES,
-    DEFAULT_GATES,
-    Config,
-    ConfigError,
-    build,
-    go_join,
-    parse_gates,
-    resolve_gates,
-)
+from koordlet.ops.config import Config, ConfigError, build, go_join
+from koordlet.ops.gates import ALPHA_GATES, BETA_GATES, DEFAULT_GATES, parse_gates, resolve_gates
 from tests.fakehost import FakeHost
 
 REPO = Path(__file__).resolve().parents[2]
