@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
-import resource
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +27,7 @@ from koordlet.component import Context, Plugin, Tick, host_probe
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.host.perf import CYCLES, INSTRUCTIONS, CgroupCounters, Event, LinuxPerf, PerfKernel
+from koordlet.host.procfs import open_fd_count, raise_nofile
 from koordlet.metriccache import Sample
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.states.informer import PodMeta
@@ -52,26 +51,6 @@ class Target:
     cgroup_dir: str               # absolute: the perf_event hierarchy's directory of the container
 
 
-def open_fds() -> int:
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return 64
-
-
-def raise_nofile(wanted: int) -> int:
-    """Raise the soft fd limit towards ``wanted`` (never above the hard limit); returns the soft limit now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if target > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError) as e:
-            log.warning("cannot raise RLIMIT_NOFILE soft=%d to %d error=%s", soft, target, e)
-    return soft
-
-
 class CPICollector:
     """Cycles and instructions per container, counted over one window per run (upstream's CPI collector)."""
 
@@ -80,7 +59,7 @@ class CPICollector:
     def __init__(self, cgroups: Cgroups, metrics: AgentMetrics, cpus: Sequence[int], *,
                  kernel: PerfKernel | None = None, events: tuple[Event, Event] = (CYCLES, INSTRUCTIONS),
                  window: float = 10.0, fd_limit: Callable[[int], int] = raise_nofile,
-                 fds_in_use: Callable[[], int] = open_fds) -> None:
+                 fds_in_use: Callable[[], int] = open_fd_count) -> None:
         self._cgroups, self._metrics, self._cpus = cgroups, metrics, list(cpus)
         self._kernel: PerfKernel = kernel if kernel is not None else LinuxPerf()
         self._events, self._window = events, window
@@ -153,18 +132,13 @@ class CPICollector:
     def _open(self, target: Target) -> CgroupCounters | str:
         """The container's counters, or why not: "skip" (this container), "emfile" (no more this window), "off"."""
         try:
-            dir_fd = os.open(target.cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except FileNotFoundError:
+            counters = CgroupCounters.open(self._kernel, target.cgroup_dir, self._cpus, self._events)
+        except OSError as e:
+            return self._failed(target, e)
+        if counters is None:
             self._metrics.skipped("cpi", "vanished")
             return "skip"
-        except OSError as e:
-            return self._failed(target, e)
-        try:
-            return CgroupCounters(self._kernel, dir_fd, self._cpus, self._events)
-        except OSError as e:
-            return self._failed(target, e)
-        finally:
-            os.close(dir_fd)          # the kernel keeps its own reference to the cgroup
+        return counters
 
     def _failed(self, target: Target, e: OSError) -> str:
         if e.errno in _UNSUPPORTED:

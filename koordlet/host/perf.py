@@ -148,6 +148,22 @@ class CgroupCounters:
             self.close()
             raise
 
+    @classmethod
+    def open(cls, kernel: PerfKernel, cgroup_dir: str, cpus: Sequence[int],
+             events: Sequence[Event]) -> CgroupCounters | None:
+        """The counters of the cgroup whose directory is ``cgroup_dir``: perf_event_open takes the directory's fd
+        as its pid (``PERF_FLAG_PID_CGROUP``), and that fd is closed again once the events are open (each keeps its
+        own reference to the cgroup). None when the directory is gone (its container ended after it was listed);
+        OSError from opening the directory or from perf_event_open."""
+        try:
+            dir_fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            return cls(kernel, dir_fd, cpus, events)
+        finally:
+            os.close(dir_fd)
+
     @property
     def fds(self) -> int:
         return len(self._fds)

@@ -1,12 +1,17 @@
-"""Readers for /proc/stat, /proc/meminfo and /proc/<pid>/cgroup (under the configured proc root)."""
+"""Readers for /proc/stat, /proc/meminfo and /proc/<pid>/cgroup (under the configured proc root), and the agent
+process's own file-descriptor count and limit."""
 
 from __future__ import annotations
 
+import logging
 import os
+import resource
 from dataclasses import dataclass
 
 from koordlet.host.fs import read_bytes
 from koordlet.host.paths import HostPaths
+
+log = logging.getLogger(__name__)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -106,3 +111,28 @@ def kill_cgroup_processes(cgroup_dir: str, sig: int = 9) -> tuple[int, list[str]
             except OSError as e:
                 problems.append(f"pid {pid}: {e.strerror or e}")
     return signalled, problems
+
+
+def open_fd_count() -> int:
+    """How many file descriptors this process holds: the entries of /proc/self/fd, or 64 when it cannot be listed.
+
+    This is the agent's own fd table, measured against its own RLIMIT_NOFILE, so it is read from the procfs this
+    process runs with, not under the configured proc root (that root is the host's view of other processes)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 64
+
+
+def raise_nofile(wanted: int) -> int:
+    """Raise this process's soft RLIMIT_NOFILE towards ``wanted`` (never above the hard limit); returns the soft
+    limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise RLIMIT_NOFILE soft=%d to %d error=%s", soft, target, e)
+    return soft

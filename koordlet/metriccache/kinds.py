@@ -4,7 +4,7 @@ Upstream declares every kind with a fixed property schema (pkg/koordlet/metricca
 metric_resources.go): a sample must carry exactly those properties, a query may name a subset. Our cache does not
 check samples on the append path (it runs ~600 times a second); this table is the one place that says which kinds
 exist and with which labels, so that a collector writes, and a reporter or predictor queries, what upstream's would,
-and a test (tests/unit/test_metriccache_kinds.py) holds the collectors to it.
+and a test (tests/unit/test_collector_kinds.py) holds every registered collector to it.
 
 ``resctrl_resource_llc`` and ``resctrl_resource_mb`` are written with upstream's schemas by the resctrl
 monitoring collector (``collectors/resctrl.py``, gate ``ResctrlCollector``). Upstream's own MB sample adds a
