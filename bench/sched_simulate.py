@@ -1,11 +1,12 @@
 """Benchmark: scheduling quality at the scale of the FGD paper, every policy through the extender's verbs.
 
-A generated trace with the production trace's marginals (scheduler/trace.py: 1,523 nodes of which 310 CPU-only,
-6,212 GPUs; 8,400 pods, enough to reach 100 % arrived GPU load) is placed pod by pod by `scheduler/simulate.py`
-for each policy; the table gives the share of GPU capacity unallocated and fragmented at 90 / 95 / 100 % arrived
-load, the failed pods, the multi-GPU locality, and each run's wall time. ``--gpu-nodes-only`` runs the paper's own
-setting (its simulator is fed the 1,213 GPU nodes). ``--known-mix`` also runs FGD with the trace's workload mix
-given in advance, as the paper does (the extender learns it online). Curves and the PNG go to ``--out``.
+A generated trace with the production trace's marginals (scheduler/trace/generator.py: 1,523 nodes of which 310
+CPU-only, 6,212 GPUs; 8,400 pods, enough to reach 100 % arrived GPU load) is placed pod by pod by
+`scheduler/simulate.py` for each policy; the table gives the share of GPU capacity unallocated and fragmented at
+90 / 95 / 100 % arrived load, the failed pods, the multi-GPU locality, and each run's wall time.
+``--gpu-nodes-only`` runs the paper's own setting (its simulator is fed the 1,213 GPU nodes). ``--known-mix`` also
+runs FGD with the trace's workload mix given in advance, as the paper does (the extender learns it online). Curves
+and the PNG go to ``--out``.
 
 Usage: python bench/sched_simulate.py [--nodes 1523 --pods 8400 --seed 1 --gpu-nodes-only --known-mix --out DIR]
 """
@@ -20,7 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scheduler import simulate, trace
+from scheduler import simulate
+from scheduler.trace import cluster, generator
 
 
 def main() -> None:
@@ -33,11 +35,11 @@ def main() -> None:
     p.add_argument("--policies", default=",".join(simulate.POLICIES))
     p.add_argument("--out", default="")
     args = p.parse_args()
-    marginals = trace.Marginals(cpu_node_share=0.0) if args.gpu_nodes_only else trace.Marginals()
-    nodes, pods = trace.generate(args.seed, args.nodes, args.pods, marginals)
-    objects = [trace.node_objects(n) for n in nodes]
+    marginals = generator.Marginals(cpu_node_share=0.0) if args.gpu_nodes_only else generator.Marginals()
+    nodes, pods = generator.generate(args.seed, args.nodes, args.pods, marginals)
+    objects = [cluster.node_objects(n) for n in nodes]
     print(f"{len(nodes)} nodes ({sum(1 for n in nodes if n.gpus)} with GPUs, {sum(n.gpus for n in nodes)} GPUs), "
-          f"{len(pods)} pods asking {sum(trace.gpu_request_milli(x) for x in pods) / 1000:.0f} GPUs; seed "
+          f"{len(pods)} pods asking {sum(cluster.gpu_request_milli(x) for x in pods) / 1000:.0f} GPUs; seed "
           f"{args.seed}")
     runs = []
     plans = [(name, False) for name in args.policies.split(",")]

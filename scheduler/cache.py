@@ -4,8 +4,8 @@ Per node it keeps what the plugins decide from, updated as events arrive, never 
 
 * :class:`~scheduler.devices.NodeDevices`: the Device CR plus the ``device-allocated`` annotations of the pods
   assigned to the node (koord-scheduler's device cache, so a restart of the extender loses nothing);
-* :class:`~scheduler.loadaware.NodeLoad` and the parsed NodeMetric (LoadAware);
-* :class:`~scheduler.numa.NumaUsage` and the parsed NRT (NodeNUMAResource).
+* :class:`~scheduler.loadaware.plugin.NodeLoad` and the parsed NodeMetric (LoadAware);
+* :class:`~scheduler.numa.usage.NumaUsage` and the parsed NRT (NodeNUMAResource).
 
 **Assumed pods.** kube-scheduler binds asynchronously: the next pod's filter can run before the watch shows the
 last bind. :meth:`ClusterCache.assume` counts a pod on its node at once (before the Binding is POSTed) and
@@ -34,8 +34,10 @@ from koordlet.states.kubeapi import KubeApi
 from koordlet.states.watcher import Reflector
 from scheduler.config import ExtenderConfig
 from scheduler.devices import NodeDevices, parse_device
-from scheduler.loadaware import LoadAware, NodeLoad, NodeMetricView, parse_node_metric
-from scheduler.numa import NodeTopology, NumaUsage, parse_topology
+from scheduler.loadaware.metric import NodeMetricView, parse_node_metric
+from scheduler.loadaware.plugin import LoadAware, NodeLoad
+from scheduler.numa.topology import NodeTopology, parse_topology
+from scheduler.numa.usage import NumaUsage
 from scheduler.requests import pod_requests, value
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """``koord-scheduler-extender``: the companion scheduler's command line.
 
 ``simulate`` places a trace on a cluster through the same verbs for every policy and measures unallocated GPUs
-(scheduler/simulate.py); ``generate`` writes a synthetic trace (scheduler/trace.py).
+(scheduler/simulate.py); ``generate`` writes a synthetic trace (scheduler/trace/generator.py).
 
 ``serve`` (the default) runs the extender beside kube-scheduler: watches from the API server (in-cluster, or
 ``--kubeconfig``), the verbs on ``--address`` under ``--prefix``. The verbs bind pods, so ``--address`` is meant to
@@ -30,11 +30,12 @@ from koordlet.ops.server import format_addr, release_reserved, reserve
 from koordlet.states.kubeapi import ConfigError as KubeConfigError
 from koordlet.states.kubeapi import KubeApi, Resource
 from scheduler import config as extender_config
-from scheduler import simulate, trace
+from scheduler import simulate
 from scheduler.cache import ClusterCache
 from scheduler.extender import Binder, Extender
 from scheduler.server import DEFAULT_PREFIX, ExtenderMetrics, serve, serve_metrics
 from scheduler.simulate import POLICIES
+from scheduler.trace import agent_reports, cluster, generator, records
 
 log = logging.getLogger("scheduler")
 
@@ -76,7 +77,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--known-mix", action="store_true", help="fgd scores with the trace's own workload mix, as the "
                    "paper does (default: the mix is learned online from the pods seen, as the extender does)")
     g = sub.add_parser("generate", help="write a synthetic trace (nodes.csv, pods.csv) with the production trace's "
-                       "marginals (docs: scheduler/trace.py)")
+                       "marginals (docs: scheduler/trace/generator.py)")
     g.add_argument("--nodes", type=int, default=1523)
     g.add_argument("--pods", type=int, default=8400)
     g.add_argument("--seed", type=int, default=1)
@@ -94,9 +95,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if bool(args.nodes) == bool(args.report_dir):
         return _fail("simulate: give exactly one of --nodes and --report-dir")
     try:
-        nodes = (trace.read_report_dir(args.report_dir) if args.report_dir
-                 else [trace.node_objects(n) for n in trace.read_nodes(args.nodes)])
-        pods = trace.read_pods(args.pods)
+        nodes = (agent_reports.read_report_dir(args.report_dir) if args.report_dir
+                 else [cluster.node_objects(n) for n in records.read_nodes(args.nodes)])
+        pods = records.read_pods(args.pods)
     except (OSError, ValueError) as e:
         return _fail(str(e))
     runs = []
@@ -114,12 +115,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    marginals = trace.Marginals(cpu_node_share=0.0) if args.gpu_nodes_only else trace.Marginals()
+    marginals = generator.Marginals(cpu_node_share=0.0) if args.gpu_nodes_only else generator.Marginals()
     try:
-        nodes, pods = trace.generate(args.seed, args.nodes, args.pods, marginals)
+        nodes, pods = generator.generate(args.seed, args.nodes, args.pods, marginals)
         os.makedirs(args.out, exist_ok=True)
-        trace.write_nodes(os.path.join(args.out, "nodes.csv"), nodes)
-        trace.write_pods(os.path.join(args.out, "pods.csv"), pods)
+        records.write_nodes(os.path.join(args.out, "nodes.csv"), nodes)
+        records.write_pods(os.path.join(args.out, "pods.csv"), pods)
     except (OSError, ValueError) as e:
         return _fail(str(e))
     print(f"wrote {len(nodes)} nodes ({sum(n.gpus for n in nodes)} GPUs) and {len(pods)} pods to {args.out}")

@@ -24,8 +24,8 @@ from typing import Any
 
 from koordlet.base.yamlfile import load_yaml
 from scheduler.allocator import LEAST_ALLOCATED, STRATEGIES
-from scheduler.loadaware import LoadAwareArgs
-from scheduler.numa import NumaArgs
+from scheduler.loadaware.args import LoadAwareArgs
+from scheduler.numa.args import NumaArgs
 
 _TOP = ("deviceShare", "loadAware", "nodeNUMAResource", "pluginWeights", "assumeTTLSeconds", "prioritizeMaxScore")
 

@@ -42,7 +42,9 @@ from scheduler.allocator import AllocationFailure, Allocator, node_cards
 from scheduler.annotations import format_device_allocated
 from scheduler.cache import ClusterCache, NodeState, pod_uid
 from scheduler.fgd import shape_of
-from scheduler.numa import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE, Hint, NodeNUMAResource, NumaResult, Verdict
+from scheduler.numa.hints import Hint
+from scheduler.numa.names import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE
+from scheduler.numa.plugin import NodeNUMAResource, NumaResult, Verdict
 from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
 
 log = logging.getLogger(__name__)

@@ -2,10 +2,11 @@
 scheduling quality (the measure of Weng et al., ATC '23, as their artifact hkust-adsl/kubernetes-scheduler-simulator
 computes it).
 
-Nodes come from the trace's nodes CSV (each built as the agent would report it: :func:`scheduler.trace.node_objects`)
-or from the agent's report files; pods from the trace's pods CSV, in arrival order, deletions ignored (the paper's
-setting: the cluster only fills). When the trace ends before the cluster's GPU capacity is reached it is submitted
-again (new names), as the paper inflates its workload, up to :data:`MAX_PASSES` times.
+Nodes come from the trace's nodes CSV (each built as the agent would report it:
+:func:`scheduler.trace.cluster.node_objects`) or from the agent's report files; pods from the trace's pods CSV, in
+arrival order, deletions ignored (the paper's setting: the cluster only fills). When the trace ends before the
+cluster's GPU capacity is reached it is submitted again (new names), as the paper inflates its workload, up to
+:data:`MAX_PASSES` times.
 
 **The same code path as the extender.** The simulator plays kube-scheduler and the API server around one
 :class:`~scheduler.extender.Extender`: for each pod it runs an in-tree filter (cpu and memory fit, the pod's required
@@ -49,13 +50,13 @@ from fractions import Fraction
 from typing import Any
 
 from koordlet.base import wire
-from scheduler import trace
 from scheduler.allocator import FRAGMENTATION_AWARE, LEAST_ALLOCATED, MOST_ALLOCATED
 from scheduler.cache import ClusterCache, NodeState
 from scheduler.config import ExtenderConfig, PluginWeights
 from scheduler.extender import Extender
 from scheduler.fgd import CPU_STEP, MEMORY_STEP, WHOLE, NodeFree, Shape, WorkloadMix, card_milli, mix_of
 from scheduler.requests import GPU, pod_requests, value
+from scheduler.trace import cluster, records
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +305,7 @@ class Simulator:
                      self.multi_gpu, self.in_partition, self.in_pcie)
 
 
-def run(nodes: Sequence[tuple[dict[str, Any], dict[str, Any] | None]], pods: Sequence[trace.TracePod],
+def run(nodes: Sequence[tuple[dict[str, Any], dict[str, Any] | None]], pods: Sequence[records.TracePod],
         policy: Policy, *, seed: int = 0, max_load: int = 100, known_mix: bool = False) -> Run:
     """Submit pods in arrival order until the arrived GPU load reaches ``max_load`` percent of capacity;
     ``known_mix``: FragmentationAware scores with the trace's own mix instead of learning it."""
@@ -319,13 +320,13 @@ def run(nodes: Sequence[tuple[dict[str, Any], dict[str, Any] | None]], pods: Seq
     for n in range(MAX_PASSES * len(ordered)):
         tp = ordered[n % len(ordered)]
         if n >= len(ordered):
-            tp = trace.TracePod(f"{tp.name}-r{n // len(ordered)}", tp.cpu_milli, tp.memory_mib, tp.num_gpu,
-                                tp.gpu_milli, tp.gpu_spec, tp.qos, tp.phase, tp.creation_time, tp.deletion_time,
-                                tp.scheduled_time)
+            tp = records.TracePod(f"{tp.name}-r{n // len(ordered)}", tp.cpu_milli, tp.memory_mib, tp.num_gpu,
+                                  tp.gpu_milli, tp.gpu_spec, tp.qos, tp.phase, tp.creation_time, tp.deletion_time,
+                                  tp.scheduled_time)
         out.submitted += 1
-        if sim.place(trace.pod_object(tp, whole_gpus=policy.whole_gpus), trace.gpu_request_milli(tp)) is not None:
+        if sim.place(cluster.pod_object(tp, whole_gpus=policy.whole_gpus), cluster.gpu_request_milli(tp)) is not None:
             out.placed += 1
-        arrived += trace.gpu_request_milli(tp)
+        arrived += cluster.gpu_request_milli(tp)
         load = arrived * 100 // sim.capacity
         while step < min(load, max_load) + 1:
             if step:
@@ -336,7 +337,7 @@ def run(nodes: Sequence[tuple[dict[str, Any], dict[str, Any] | None]], pods: Seq
     return out
 
 
-def _shape(p: trace.TracePod) -> Shape:
+def _shape(p: records.TracePod) -> Shape:
     gpus = p.num_gpu if p.num_gpu > 0 else (1 if p.gpu_milli > 0 else 0)
     share = min(p.gpu_milli, WHOLE) if gpus == 1 else WHOLE
     return Shape(p.cpu_milli, p.memory_mib << 20, share if gpus else 0, gpus)

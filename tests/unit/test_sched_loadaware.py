@@ -19,19 +19,17 @@ import pytest
 from koordlet.base import wire
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.reporters.nodemetric import CollectPolicy, NodeMetricBuilder
-from scheduler.loadaware import (
+from scheduler.loadaware.args import AggregatedArgs, LoadAwareArgs
+from scheduler.loadaware.metric import parse_node_metric
+from scheduler.loadaware.names import (
     ANNOTATION_RESERVE_POD,
     ANNOTATION_SCALING_FACTORS,
     ANNOTATION_SECONDS_AFTER_INITIALIZED,
     ANNOTATION_SECONDS_AFTER_SCHEDULED,
     ANNOTATION_USAGE_THRESHOLDS,
     REASON_EXPIRED,
-    AggregatedArgs,
-    LoadAware,
-    LoadAwareArgs,
-    NodeLoad,
-    parse_node_metric,
 )
+from scheduler.loadaware.plugin import LoadAware, NodeLoad
 from tests.builders import pod_object
 
 NOW = 1_800_000_000.0

@@ -21,7 +21,11 @@ from koordlet.reporters import nrt as nrt_report
 from koordlet.states.kubelet import KubeletCPUConfig
 from koordlet.states.node import NodeInfo
 from koordlet.states.pools import cpu_pools
-from scheduler.numa import (
+from scheduler.numa.allocation import _go_position_sort
+from scheduler.numa.args import NumaArgs, ScoringStrategy
+from scheduler.numa.cpu_accumulator import take_cpus
+from scheduler.numa.hints import Hint
+from scheduler.numa.names import (
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
     ANNOTATION_RESOURCE_SPEC,
     ERR_CPU_BIND_POLICY_CONFLICT,
@@ -34,17 +38,10 @@ from scheduler.numa import (
     LABEL_CPU_BIND_POLICY,
     LABEL_NUMA_ALLOCATE_STRATEGY,
     LABEL_NUMA_TOPOLOGY_POLICY,
-    Hint,
-    NodeNUMAResource,
-    NumaArgs,
-    NumaResult,
-    NumaUsage,
-    ScoringStrategy,
-    Verdict,
-    _go_position_sort,
-    parse_topology,
-    take_cpus,
 )
+from scheduler.numa.plugin import NodeNUMAResource, NumaResult, Verdict
+from scheduler.numa.topology import parse_topology
+from scheduler.numa.usage import NumaUsage
 from tests.builders import pod_object
 
 GiB = 2**30

@@ -9,21 +9,22 @@ from typing import Any
 
 import pytest
 
-from scheduler import allocator, cli, simulate, trace
+from scheduler import allocator, cli, simulate
 from scheduler.extender import Extender
 from scheduler.requests import pod_device_request
+from scheduler.trace import cluster, generator, records
 
 GPU_ALLOC = "scheduling.koordinator.sh/device-allocated"
 
 
 def pod(name: str, gpu_milli: int = 0, num_gpu: int = 1, *, created: int = 0, spec: tuple[str, ...] = (),
-        cpu: int = 1000) -> trace.TracePod:
-    return trace.TracePod(name, cpu, 1024, num_gpu if gpu_milli else 0, gpu_milli, spec, "LS", "Running", created,
-                          None, None)
+        cpu: int = 1000) -> records.TracePod:
+    return records.TracePod(name, cpu, 1024, num_gpu if gpu_milli else 0, gpu_milli, spec, "LS", "Running", created,
+                            None, None)
 
 
 def one_gpu_nodes(*names: str, model: str = "T4") -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    return [trace.node_objects(trace.TraceNode(n, 32000, 131072, 1, model)) for n in names]
+    return [cluster.node_objects(records.TraceNode(n, 32000, 131072, 1, model)) for n in names]
 
 
 def test_the_simulator_places_only_through_the_extenders_verbs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,8 +49,8 @@ def test_the_simulator_places_only_through_the_extenders_verbs(monkeypatch: pyte
         assert inside and inside[-1] in ("filter", "bind"), "an allocation outside the extender's verbs"
         return real_allocate(self, *args, **kwargs)
     monkeypatch.setattr(allocator.Allocator, "allocate", allocate)
-    nodes, pods = trace.generate(3, 12, 120)
-    result = simulate.run([trace.node_objects(n) for n in nodes], pods, simulate.POLICIES["fgd"], seed=1)
+    nodes, pods = generator.generate(3, 12, 120)
+    result = simulate.run([cluster.node_objects(n) for n in nodes], pods, simulate.POLICIES["fgd"], seed=1)
     # a pod no node passes kube's own filters for never reaches the extender, as in kube
     assert 0 < result.placed <= calls["filter"] <= result.submitted
     assert calls["bind"] == result.placed and calls["prioritize"] <= calls["filter"]
@@ -72,13 +73,13 @@ def test_fragmentation_aware_beats_best_fit_on_a_hand_worked_cluster() -> None:
 @pytest.mark.parametrize("policy", list(simulate.POLICIES))
 def test_invariants_hold_after_every_pod(policy: str) -> None:
     """No card over 100 % of compute or memory, and no pod on a model its gpu_spec excludes, at every step."""
-    nodes, pods = trace.generate(5, 16, 160, trace.Marginals(gpu_spec_share=0.5))
-    sim = simulate.Simulator([trace.node_objects(n) for n in nodes], simulate.POLICIES[policy], seed=2)
+    nodes, pods = generator.generate(5, 16, 160, generator.Marginals(gpu_spec_share=0.5))
+    sim = simulate.Simulator([cluster.node_objects(n) for n in nodes], simulate.POLICIES[policy], seed=2)
     model_of = {n.name: n.model for n in nodes}
     placed = 0
     for tp in pods:
-        chosen = sim.place(trace.pod_object(tp, whole_gpus=simulate.POLICIES[policy].whole_gpus),
-                           trace.gpu_request_milli(tp))
+        chosen = sim.place(cluster.pod_object(tp, whole_gpus=simulate.POLICIES[policy].whole_gpus),
+                           cluster.gpu_request_milli(tp))
         if chosen is None:
             continue
         placed += 1
@@ -95,7 +96,7 @@ def test_invariants_hold_after_every_pod(policy: str) -> None:
 
 
 def test_whole_gpus_policy_gives_every_gpu_request_whole_cards() -> None:
-    shared = trace.pod_object(pod("s", 300), whole_gpus=True)
+    shared = cluster.pod_object(pod("s", 300), whole_gpus=True)
     request = pod_device_request(shared)
     assert request.gpu is not None and not request.gpu.shared and request.gpu.count == 1
 
@@ -133,7 +134,7 @@ def test_simulate_on_nodes_from_the_agents_own_reports(tmp_path: Path, monkeypat
     reports.mkdir()
     (reports / "h100.yaml").write_text(agent_report(tmp_path, monkeypatch, "h100", "yaml", gpus=True))
     pods = [pod(f"train-{i}", 1000, 4, created=i, cpu=100) for i in range(2)]
-    trace.write_pods(str(tmp_path / "pods.csv"), pods)
+    records.write_pods(str(tmp_path / "pods.csv"), pods)
     assert cli.main(["simulate", "--report-dir", str(reports), "--pods", str(tmp_path / "pods.csv"),
                      "--policies", "deviceshare-most", "--out", str(tmp_path / "out")]) == 0
     curve = json.loads((tmp_path / "out" / "curve.json").read_text())

@@ -1,4 +1,4 @@
-"""The simulator's input side (scheduler/trace.py): the production trace's CSV files, the Node / Device / Pod objects
+"""The simulator's input side (scheduler/trace/): the production trace's CSV files, the Node / Device / Pod objects
 they stand for, the seeded workload generator and nodes read back from the agent's own reports."""
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from koordlet.host.nvml import Gpu, GpuInventory, NvLink
 from koordlet.ops.config import build
 from koordlet.reporters import device as agent_device
 from koordlet.states.node import NodeInfo
-from scheduler import trace
 from scheduler.devices import parse_device
 from scheduler.requests import CORE, GPU, RATIO, pod_device_request
-from scheduler.trace import Marginals, TraceNode, TracePod
+from scheduler.trace import agent_reports, cluster, generator, records
+from scheduler.trace.generator import Marginals
+from scheduler.trace.records import TraceNode, TracePod
 from tests.fakehost import FakeHost
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +71,8 @@ def write(path: Path, text: str) -> str:
 
 
 def test_the_traces_own_lines_load_and_write_back_unchanged(tmp_path):
-    nodes = trace.read_nodes(write(tmp_path / "nodes.csv", TRACE_NODES))
-    pods = trace.read_pods(write(tmp_path / "pods.csv", TRACE_PODS))
+    nodes = records.read_nodes(write(tmp_path / "nodes.csv", TRACE_NODES))
+    pods = records.read_pods(write(tmp_path / "pods.csv", TRACE_PODS))
     assert nodes[0] == TraceNode("openb-node-0000", 32000, 262144, 0, "")
     assert nodes[1] == TraceNode("openb-node-0022", 128000, 786432, 8, "G3")
     assert [n.gpus for n in nodes] == [0, 8, 8, 2, 1]
@@ -81,18 +82,18 @@ def test_the_traces_own_lines_load_and_write_back_unchanged(tmp_path):
     assert pods[5].num_gpu == 0 and pods[5].gpu_milli == 0
     assert (pods[6].phase, pods[6].deletion_time, pods[6].scheduled_time) == ("Pending", 10001403, None)
     assert pods[7].gpu_spec == ("V100M16", "V100M32", "V100M32")        # kept as written
-    trace.write_nodes(str(tmp_path / "nodes2.csv"), nodes)
-    trace.write_pods(str(tmp_path / "pods2.csv"), pods)
+    records.write_nodes(str(tmp_path / "nodes2.csv"), nodes)
+    records.write_pods(str(tmp_path / "pods2.csv"), pods)
     assert (tmp_path / "nodes2.csv").read_text() == TRACE_NODES
     assert (tmp_path / "pods2.csv").read_text() == TRACE_PODS
 
 
 def test_generated_csvs_round_trip(tmp_path):
-    nodes, pods = trace.generate(3, 60, 400, Marginals(gpu_spec_share=0.5))
-    trace.write_nodes(str(tmp_path / "n.csv"), nodes)
-    trace.write_pods(str(tmp_path / "p.csv"), pods)
-    assert trace.read_nodes(str(tmp_path / "n.csv")) == nodes
-    assert trace.read_pods(str(tmp_path / "p.csv")) == pods
+    nodes, pods = generator.generate(3, 60, 400, Marginals(gpu_spec_share=0.5))
+    records.write_nodes(str(tmp_path / "n.csv"), nodes)
+    records.write_pods(str(tmp_path / "p.csv"), pods)
+    assert records.read_nodes(str(tmp_path / "n.csv")) == nodes
+    assert records.read_pods(str(tmp_path / "p.csv")) == pods
     assert any(p.gpu_spec for p in pods) and any(not n.gpus for n in nodes)
 
 
@@ -100,7 +101,7 @@ def test_columns_in_another_order_pandas_floats_and_blank_lines_are_read(tmp_pat
     text = ("model,gpu,sn,memory_mib,cpu_milli,rack\n"
             "T4,2,openb-node-0036,524288.0,104000,r1\n\n"
             ",0,openb-node-0000,262144,32000,r2\n")
-    assert trace.read_nodes(write(tmp_path / "n.csv", text)) == [
+    assert records.read_nodes(write(tmp_path / "n.csv", text)) == [
         TraceNode("openb-node-0036", 104000, 524288, 2, "T4"), TraceNode("openb-node-0000", 32000, 262144, 0, "")]
 
 
@@ -134,7 +135,7 @@ GOOD_POD = "openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061"
 def test_bad_pod_rows_name_the_line_and_column(tmp_path, rows, where, problem):
     path = write(tmp_path / "pods.csv", "\n".join([POD_HEADER, *rows]) + "\n")
     with pytest.raises(ValueError) as e:
-        trace.read_pods(path)
+        records.read_pods(path)
     assert str(e.value).startswith(f"{path}: {where}: ")
     assert problem in str(e.value)
 
@@ -155,7 +156,7 @@ def test_bad_pod_rows_name_the_line_and_column(tmp_path, rows, where, problem):
 def test_bad_node_files_name_the_line_and_column(tmp_path, text, where, problem):
     path = write(tmp_path / "nodes.csv", text)
     with pytest.raises(ValueError) as e:
-        trace.read_nodes(path)
+        records.read_nodes(path)
     assert str(e.value).startswith(f"{path}: {where}: ")
     assert problem in str(e.value)
 
@@ -164,7 +165,7 @@ def test_bad_node_files_name_the_line_and_column(tmp_path, text, where, problem)
 
 
 def test_a_cpu_only_node_has_no_device():
-    node, device = trace.node_objects(TraceNode("openb-node-0000", 32000, 262144, 0, ""))
+    node, device = cluster.node_objects(TraceNode("openb-node-0000", 32000, 262144, 0, ""))
     assert device is None
     assert node["metadata"]["name"] == "openb-node-0000"
     assert node["metadata"]["labels"] == {"kubernetes.io/hostname": "openb-node-0000"}
@@ -172,11 +173,11 @@ def test_a_cpu_only_node_has_no_device():
     assert node["status"]["capacity"] == node["status"]["allocatable"]
 
 
-@pytest.mark.parametrize("model", sorted(trace.PROFILES))
+@pytest.mark.parametrize("model", sorted(cluster.PROFILES))
 @pytest.mark.parametrize("gpus", [1, 2, 4, 8])
 def test_every_profile_gives_a_valid_device_the_scheduler_reads(model, gpus):
-    profile = trace.model_profile(model)
-    node, device = trace.node_objects(TraceNode("n-1", 96000, 393216, gpus, model))
+    profile = cluster.model_profile(model)
+    node, device = cluster.node_objects(TraceNode("n-1", 96000, 393216, gpus, model))
     assert device is not None
     assert SCHEMAS.validate(device) == []
     assert node["status"]["allocatable"][wire.WHOLE_GPU_RESOURCES[0]] == str(gpus)
@@ -232,7 +233,7 @@ def dgx1v_inventory(device: dict[str, Any]) -> GpuInventory:
 
 def test_an_nvlink_board_gets_the_agents_own_partition_table():
     """The 8×V100 Device is what the agent's reporter writes for a DGX-1V: same devices, same partition table."""
-    _, device = trace.node_objects(TraceNode("v100-node", 96000, 786432, 8, "V100M16"))
+    _, device = cluster.node_objects(TraceNode("v100-node", 96000, 786432, 8, "V100M16"))
     assert device is not None
     agent = agent_device.desired(NodeInfo("v100-node"), dgx1v_inventory(device), lambda bus: None, [], "Prefer", 0.0)
     assert device["spec"] == agent["spec"]
@@ -246,10 +247,10 @@ def test_an_nvlink_board_gets_the_agents_own_partition_table():
 
 def test_partition_policy_is_the_agents_option():
     node = TraceNode("h-1", 192000, 2097152, 8, "H100")
-    _, none = trace.node_objects(node, partition_policy="none")
+    _, none = cluster.node_objects(node, partition_policy="none")
     assert none is not None and "annotations" not in none["metadata"]
     assert wire.LABEL_GPU_PARTITION_POLICY not in none["metadata"]["labels"]
-    _, honor = trace.node_objects(node, partition_policy="Honor")
+    _, honor = cluster.node_objects(node, partition_policy="Honor")
     assert honor is not None and honor["metadata"]["labels"][wire.LABEL_GPU_PARTITION_POLICY] == "Honor"
     table = json.loads(honor["metadata"]["annotations"][wire.ANNOTATION_GPU_PARTITIONS])
     assert [[p["minors"] for p in table[k]] for k in ("2", "4", "8")] == [
@@ -257,14 +258,14 @@ def test_partition_policy_is_the_agents_option():
     assert {p["ringBusBandwidth"] for size in table.values() for p in size} == {"450G"}
     assert parse_device(honor).honor_partitions
     with pytest.raises(ValueError, match="partition policy 'Strict'"):
-        trace.node_objects(node, partition_policy="Strict")
+        cluster.node_objects(node, partition_policy="Strict")
 
 
 def test_an_unknown_model_gets_the_default_profile_logged_once(caplog):
     caplog.set_level(logging.WARNING, logger="scheduler.trace")
     for _ in range(3):
-        profile = trace.model_profile("L40S-test")
-    assert profile == trace.GpuModel("L40S-test", 16 << 30, 2, 4, "PCIe")
+        profile = cluster.model_profile("L40S-test")
+    assert profile == cluster.GpuModel("L40S-test", 16 << 30, 2, 4, "PCIe")
     assert [r.getMessage() for r in caplog.records].count(
         "gpu model unknown model=L40S-test; using the default profile link=PCIe memory=16Gi per_switch=2 "
         "per_numa=4") == 1
@@ -280,7 +281,7 @@ def test_an_unknown_model_gets_the_default_profile_logged_once(caplog):
 ])
 def test_inconsistent_profiles_are_refused(args, problem):
     with pytest.raises(ValueError, match=problem):
-        trace.GpuModel(*args)
+        cluster.GpuModel(*args)
 
 
 # ============================================================================================ 3. Pods
@@ -303,7 +304,7 @@ def pod(num_gpu: int, gpu_milli: int, spec: tuple[str, ...] = (), name: str = "p
     (2, 1000, True, {"nvidia.com/gpu": "2"}, 2, {CORE: 100, RATIO: 100}),
 ])
 def test_pod_requests_are_what_the_extender_accepts(num_gpu, gpu_milli, whole, want, count, per_gpu):
-    obj = trace.pod_object(pod(num_gpu, gpu_milli), whole_gpus=whole)
+    obj = cluster.pod_object(pod(num_gpu, gpu_milli), whole_gpus=whole)
     (container,) = obj["spec"]["containers"]
     assert container["resources"]["requests"] == {"cpu": "12500m", "memory": "16Gi", **want}
     assert container["resources"]["limits"] == container["resources"]["requests"]
@@ -319,29 +320,29 @@ def test_pod_requests_are_what_the_extender_accepts(num_gpu, gpu_milli, whole, w
 
 
 def test_gpu_request_milli():
-    assert [trace.gpu_request_milli(pod(n, m)) for n, m in ((0, 0), (1, 460), (1, 1000), (8, 1000))] == [
+    assert [cluster.gpu_request_milli(pod(n, m)) for n, m in ((0, 0), (1, 460), (1, 1000), (8, 1000))] == [
         0, 460, 1000, 8000]
 
 
 def test_gpu_spec_is_a_required_node_affinity_and_uids_are_unique_and_stable():
-    obj = trace.pod_object(pod(1, 1000, ("V100M16", "V100M32", "V100M32")))
+    obj = cluster.pod_object(pod(1, 1000, ("V100M16", "V100M32", "V100M32")))
     terms = obj["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms == {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "node.koordinator.sh/gpu-model", "operator": "In", "values": ["V100M16", "V100M32"]}]}]}
-    assert "affinity" not in trace.pod_object(pod(1, 1000))["spec"]
-    _, pods = trace.generate(5, 20, 500)
-    uids = [trace.pod_object(p)["metadata"]["uid"] for p in pods]
+    assert "affinity" not in cluster.pod_object(pod(1, 1000))["spec"]
+    _, pods = generator.generate(5, 20, 500)
+    uids = [cluster.pod_object(p)["metadata"]["uid"] for p in pods]
     assert len(set(uids)) == len(pods)
-    assert uids == [trace.pod_object(p, whole_gpus=True)["metadata"]["uid"] for p in pods]
+    assert uids == [cluster.pod_object(p, whole_gpus=True)["metadata"]["uid"] for p in pods]
 
 
 # ============================================================================================ 4. The generator
 
 
 def test_the_generator_is_deterministic_per_seed():
-    first = trace.generate(11, 300, 2000)
-    assert trace.generate(11, 300, 2000) == first
-    assert trace.generate(12, 300, 2000) != first
+    first = generator.generate(11, 300, 2000)
+    assert generator.generate(11, 300, 2000) == first
+    assert generator.generate(12, 300, 2000) != first
     nodes, pods = first
     assert [n.name for n in nodes[:2]] == ["openb-node-0000", "openb-node-0001"]
     assert [p.name for p in pods[:2]] == ["openb-pod-0000", "openb-pod-0001"]
@@ -352,9 +353,9 @@ def test_the_generator_is_deterministic_per_seed():
 
 
 def test_the_trace_sized_cluster_is_the_traces_population():
-    nodes, _ = trace.generate(1, 1523, 0)
+    nodes, _ = generator.generate(1, 1523, 0)
     want = Counter({(s.model, s.gpus, s.cpu_milli, s.memory_mib): w
-                    for s, w in trace.TRACE_GPU_NODES + trace.TRACE_CPU_NODES})
+                    for s, w in generator.TRACE_GPU_NODES + generator.TRACE_CPU_NODES})
     assert Counter((n.model, n.gpus, n.cpu_milli, n.memory_mib) for n in nodes) == want
     assert sum(n.gpus for n in nodes) == 6212 and sum(1 for n in nodes if not n.gpus) == 310
 
@@ -366,7 +367,7 @@ def within(observed: float, p: float, n: int) -> bool:
 
 def test_marginals_hold_over_10000_pods():
     m = Marginals(gpu_spec_share=0.338)
-    _, pods = trace.generate(2023, 1523, 10_000, m)
+    _, pods = generator.generate(2023, 1523, 10_000, m)
     n = len(pods)
     kinds, shares = m.pod_kinds()
     total = sum(shares)
@@ -407,7 +408,7 @@ def test_marginals_hold_over_10000_pods():
 
 
 def test_every_generated_pod_fits_an_empty_node_even_on_a_tiny_cluster():
-    nodes, pods = trace.generate(9, 4, 2000, Marginals(gpu_spec_share=1.0))
+    nodes, pods = generator.generate(9, 4, 2000, Marginals(gpu_spec_share=1.0))
     for p in pods:
         assert any(n.gpus >= p.num_gpu and n.cpu_milli >= p.cpu_milli and n.memory_mib >= p.memory_mib
                    and (not p.gpu_spec or n.model in p.gpu_spec) for n in nodes), p
@@ -475,7 +476,7 @@ def test_nodes_from_the_agents_own_reports(tmp_path, monkeypatch):
     assert sorted(p.name for p in (reports / "n9").iterdir()) == [
         "device.yaml", "nodemetric.yaml", "noderesourcetopology.yaml"]
 
-    nodes = trace.read_report_dir(str(reports))
+    nodes = agent_reports.read_report_dir(str(reports))
     assert [n["metadata"]["name"] for n, _ in nodes] == ["cpu-b", "gpu-a", "n9"]
     (cpu_node, cpu_device), (gpu_node, gpu_device), (n9, _) = nodes
 
@@ -514,7 +515,7 @@ def test_bad_report_directories_are_refused_by_name(tmp_path, files, problem):
     for name, docs in files.items():
         (tmp_path / name).write_text(yaml.safe_dump_all(docs))
     with pytest.raises(ValueError, match=problem):
-        trace.read_report_dir(str(tmp_path))
+        agent_reports.read_report_dir(str(tmp_path))
 
 
 def test_report_files_in_the_agents_formats_with_other_files_around(tmp_path):
@@ -523,6 +524,6 @@ def test_report_files_in_the_agents_formats_with_other_files_around(tmp_path):
     (tmp_path / "a.yaml").write_text(yaml.safe_dump_all([nrt("a", cpu="3500m", memory="1Gi")]))
     (tmp_path / ".a.yaml.tmp123").write_text("half a report")
     (tmp_path / "notes.txt").write_text("not a report")
-    nodes = trace.read_report_dir(str(tmp_path))
+    nodes = agent_reports.read_report_dir(str(tmp_path))
     assert [(n["metadata"]["name"], n["status"]["allocatable"]["cpu"], n["status"]["allocatable"]["memory"], d)
             for n, d in nodes] == [("a", "3500m", "1Gi", None), ("b", "8", "32Gi", None)]
