@@ -27,7 +27,7 @@ from koordlet.reporters import nrt
 from koordlet.states.node import NodeInfo
 from koordlet.states.pools import cpu_pools
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs-hwloc"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sysfs-hwloc"
 LARGEST = "40intel64-2g2n4c+pcilocality"
 
 _opened: list[str] | None = None
