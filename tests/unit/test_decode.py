@@ -19,8 +19,9 @@ from koordlet.base import wire
 from koordlet.base.quantity import MAX_EXPONENT, parse_quantity
 from koordlet.host.cgroup import MAX_CPUS, KubeQOS, parse_cpu_list
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos, net_qos, resctrl
+from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos, resctrl
 from koordlet.qos.cpu_qos import CPUQOS
+from koordlet.qos.net_qos.config import pod_limits
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
 from koordlet.rules import cpu_qos, oom
@@ -90,7 +91,7 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
         {wire.ANNOTATION_EXTENDED_RESOURCE_SPEC: raw})),
     "pod_resctrl": (wire.ANNOTATION_POD_RESCTRL, resctrl.parse_pod_resctrl),
     "pod_limits": (wire.ANNOTATION_POD_NETWORK_QOS,
-                   lambda raw: net_qos.pod_limits(mkpod({wire.ANNOTATION_POD_NETWORK_QOS: raw}))),
+                   lambda raw: pod_limits(mkpod({wire.ANNOTATION_POD_NETWORK_QOS: raw}))),
     "pod_burst_config": (wire.ANNOTATION_POD_CPU_BURST, lambda raw: cpu_burst.pod_burst_config(
         mkpod({wire.ANNOTATION_POD_CPU_BURST: raw}), NODE_BURST)),
     "pod_memory_qos": (wire.ANNOTATION_POD_MEMORY_QOS, lambda raw: memory_qos.pod_memory_qos(
