@@ -31,7 +31,7 @@ from doubles.fakeresctrl import INTEL, FakeResctrl
 from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
-from koordlet.qos.resctrl import Resctrl
+from koordlet.qos.resctrl.strategy import Resctrl
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.merge import merge_node_slo_spec

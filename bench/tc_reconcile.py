@@ -33,7 +33,7 @@ from _paced import back_to_back, paced  # bench/ is on sys.path when run as a sc
 from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.paths import HostPaths
-from koordlet.qos import net_qos as nq
+from koordlet.qos.net_qos.strategy import NetQOS
 from koordlet.states.informer import meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.merge import merge_node_slo_spec
@@ -93,7 +93,7 @@ def run(pods: int, cycles: int, paced_cycles: int) -> None:
         kind = make_link(ns)
         tmp = tempfile.mkdtemp(prefix="tcbench-")
         ex = Executor(Cgroups(tmp, CgroupVersion.V1, Driver.CGROUPFS))
-        strategy = nq.NetQOS(HostPaths.under(tmp), None, ns, terway=False, refresh=3600)
+        strategy = NetQOS(HostPaths.under(tmp), None, ns, terway=False, refresh=3600)
         v = view(pods)
         t = time.perf_counter()
         strategy.reconcile(v, ex)
@@ -135,7 +135,7 @@ def run(pods: int, cycles: int, paced_cycles: int) -> None:
             strategy.reconcile(view(pods), ex)  # back
         print(f"  one pod's limit changed: {ms(changed)}, 1 class change (+1 back) per step")
         strategy.tc.close()
-        strategy = nq.NetQOS(HostPaths.under(tmp), None, ns, terway=False, refresh=3600)
+        strategy = NetQOS(HostPaths.under(tmp), None, ns, terway=False, refresh=3600)
         t = time.perf_counter()
         strategy.reconcile(view(pods), ex)
         print(f"  restart over the converged tree: {(time.perf_counter() - t) * 1000:.1f} ms, "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from koordlet.ops.metrics import Family
+from koordlet.ops.metrics.upstream import Family
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import CLK_TCK, node_memory_used_bytes, read_cpu_stat, read_meminfo
 from koordlet.host.topology import Topology, numa_memory_used_bytes, read_node_meminfo, read_topology
 from koordlet.metriccache import Sample
-from koordlet.ops.metrics import AgentMetrics, GaugeCycle
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.metrics.exposition import GaugeCycle
 from koordlet.states.hostapps import HostApp
 from koordlet.states.informer import PodMeta
 

@@ -11,9 +11,9 @@ clients do:
   heads; a client that dribbles a partial request costs a socket and a small buffer, not a thread. The handlers
   (the exposition and the agent's callables) run on a small fixed pool of worker threads.
 - **Scrapes share work.** Concurrent requests for one metrics page share one generation
-  (``koordlet.ops.metrics.exposition``: upstream's families written as upstream's Go client writes them): a request
-  joins the next generation that starts after it arrived (never an older one), so a burst of N scrapes costs about
-  two generations of CPU instead of N (the agent's CPU limit is half a core).
+  (``koordlet.ops.metrics.exposition.exposition``: upstream's families written as upstream's Go client writes
+  them): a request joins the next generation that starts after it arrived (never an older one), so a burst of N
+  scrapes costs about two generations of CPU instead of N (the agent's CPU limit is half a core).
 - **Deadlines.** A request line and its headers must arrive within ``idle_timeout`` (10 s) of the connection
   opening or of the previous response (keep-alive); a response must be taken by the client within
   ``write_timeout`` (handed over in chunks, so a slow reader holds one chunk of our memory, not a copy of the
@@ -56,7 +56,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4 as METRICS_TYP
 from prometheus_client.registry import Collector
 
 from koordlet.base.logutil import LogOnce
-from koordlet.ops.metrics import DEFAULT_PATH, exposition
+from koordlet.ops.metrics.exposition import DEFAULT_PATH, exposition
 
 log = logging.getLogger(__name__)
 

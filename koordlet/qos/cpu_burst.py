@@ -50,7 +50,7 @@ from koordlet.component import Context, Plugin, collecting, host_probe
 from koordlet.host import probes
 from koordlet.host.cgroup import Cgroups
 from koordlet.metriccache import EmptyError, MetricCache
-from koordlet.ops.metrics import GaugeCycle
+from koordlet.ops.metrics.exposition import GaugeCycle
 from koordlet.rules.resources import cpu_share_pod, normalization_rule, normalized_quota
 from koordlet.states import decode
 from koordlet.states.decode import DecodeError, decoder

@@ -17,7 +17,7 @@ from typing import Any
 from koordlet.base import wire
 from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Layout
-from koordlet.ops.metrics import ResourceRow
+from koordlet.ops.metrics.states import ResourceRow
 from koordlet.states.pleg import EventKind, PlegEvent
 from koordlet.states.pod import Container, Pod, pod_from_k8s
 

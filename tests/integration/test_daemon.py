@@ -285,7 +285,7 @@ def test_a_scrape_of_the_running_agent_shows_upstreams_41_families(tmp_path):
     import tempfile
 
     from doubles.nriruntime import FakeRuntime
-    from koordlet.ops.metrics import UPSTREAM_FAMILIES
+    from koordlet.ops.metrics.upstream import UPSTREAM_FAMILIES
     from tests.scrape import Scrape
     from tests.unit.test_nri_hooks import container, sandbox
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)

@@ -29,7 +29,8 @@ from koordlet.base import wire
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.host.netlink import TC, TC_H_ROOT, supported
 from koordlet.host.paths import HostPaths
-from koordlet.qos import net_qos as nq
+from koordlet.qos.net_qos.htb import BE_CLASS, LS_CLASS, POD_MINOR_FIRST, QDISC, ROOT_CLASS
+from koordlet.qos.net_qos.strategy import NetQOS
 from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.writer.executor import Executor
@@ -141,25 +142,25 @@ def test_htb_shapes_pod_egress_and_reconciles_without_writes(netpair, tmp_path):
     cg = Cgroups(str(tmp_path / "cgroup"), CgroupVersion.V1, Driver.CGROUPFS)   # no net_cls here
     ex = Executor(cg)
     paths = HostPaths.under(str(tmp_path))
-    strategy = nq.NetQOS(paths, None, cli, terway=False, refresh=0)   # refresh 0: read the kernel every cycle
+    strategy = NetQOS(paths, None, cli, terway=False, refresh=0)   # refresh 0: read the kernel every cycle
     try:
         strategy.reconcile(node_view(pods=METAS, slo=net_slo()), ex)
         state = strategy.tc.read(strategy.tc.default_link())          # type: ignore[arg-type]
         assert state.link.name == "kq0"
         assert state.root is not None and (state.root.kind, state.root.handle, state.root.default_class) == (
-            "htb", nq.QDISC, 2)
+            "htb", QDISC, 2)
         classes = {c.handle: c for c in state.classes}
-        assert classes[nq.ROOT_CLASS].parent == TC_H_ROOT and classes[nq.ROOT_CLASS].rate == 25_000_000
-        assert (classes[nq.BE_CLASS].rate, classes[nq.BE_CLASS].ceil) == (250_000, 2_500_000)
-        limited = {c.handle: c for c in state.classes if c.handle & 0xFFFF >= nq.POD_MINOR_FIRST}
+        assert classes[ROOT_CLASS].parent == TC_H_ROOT and classes[ROOT_CLASS].rate == 25_000_000
+        assert (classes[BE_CLASS].rate, classes[BE_CLASS].ceil) == (250_000, 2_500_000)
+        limited = {c.handle: c for c in state.classes if c.handle & 0xFFFF >= POD_MINOR_FIRST}
         assert [(c.rate, c.ceil) for c in limited.values()] == [(1_000_000, 1_000_000)]   # 8 Mbit/s, /8 once
         srcs = {f.src_ip: f.classid for f in state.filters if f.src_ip}
-        assert srcs == {"10.203.0.2": nq.LS_CLASS, "10.203.0.3": nq.BE_CLASS, "10.203.0.4": next(iter(limited))}
+        assert srcs == {"10.203.0.2": LS_CLASS, "10.203.0.3": BE_CLASS, "10.203.0.4": next(iter(limited))}
 
         writes = strategy.tc.writes
         strategy.reconcile(node_view(pods=METAS, slo=net_slo()), ex)
         assert strategy.tc.writes == writes, "a converged host must cost no netlink writes"
-        restarted = nq.NetQOS(paths, None, cli, terway=False, refresh=0)
+        restarted = NetQOS(paths, None, cli, terway=False, refresh=0)
         try:
             restarted.reconcile(node_view(pods=METAS, slo=net_slo()), ex)
             assert restarted.tc.writes == 0, "a restart over a converged host must change nothing"
@@ -197,7 +198,7 @@ def test_supported_reports_the_interface(netpair, tmp_path):
     cgroups = Cgroups(str(tmp_path), CgroupVersion.V1, Driver.CGROUPFS)
     tc = TC(cli)
     try:
-        tc.replace_htb_root(tc.default_link(), nq.QDISC, 2)          # type: ignore[arg-type]
+        tc.replace_htb_root(tc.default_link(), QDISC, 2)          # type: ignore[arg-type]
     finally:
         tc.close()
     ok, why = supported(host, cgroups, netns=cli)
@@ -220,7 +221,7 @@ def test_net_cls_classids_and_the_cgroup_classifier(netpair, tmp_path, caplog):
         with open(cg.path("net_cls", meta.cgroup_dir, "net_cls.classid"), "w") as f:
             f.write("0\n")
     ex = Executor(cg)
-    strategy = nq.NetQOS(HostPaths.under(str(tmp_path)), None, cli, terway=False, refresh=0)
+    strategy = NetQOS(HostPaths.under(str(tmp_path)), None, cli, terway=False, refresh=0)
     try:
         with caplog.at_level(logging.WARNING, logger="koordlet.qos.net_qos"):
             for _ in range(3):
@@ -236,7 +237,7 @@ def test_net_cls_classids_and_the_cgroup_classifier(netpair, tmp_path, caplog):
         for meta in v.pods:
             with open(cg.path("net_cls", meta.cgroup_dir, "net_cls.classid")) as f:
                 classids[meta.pod.raw_qos_class, bool(meta.pod.annotations)] = int(f.read())
-        limited = next(c.handle for c in state.classes if c.handle & 0xFFFF >= nq.POD_MINOR_FIRST)
+        limited = next(c.handle for c in state.classes if c.handle & 0xFFFF >= POD_MINOR_FIRST)
         assert classids == {("LS", False): 0x10003, ("BE", False): 0x10004, ("BE", True): limited}
     finally:
         strategy.tc.close()

@@ -401,7 +401,7 @@ def test_a_scrape_during_reconciles_never_sees_the_burst_family_partial(env):
     would see part of the family): scrapes running beside 1,000 cycles always see every container's series."""
     import threading
 
-    from koordlet.ops.metrics import exposition
+    from koordlet.ops.metrics.exposition import exposition
     uids = [f"11111111-0000-0000-0000-{i:012d}" for i in range(20)]
     for i, uid in enumerate(uids):
         env.add(pod_object(uid, f"web-{i}", containers={"app": f"{i:02d}" * 32}, resources={"app": CPU_2}))

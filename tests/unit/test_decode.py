@@ -20,10 +20,12 @@ from koordlet.base import wire
 from koordlet.base.quantity import MAX_EXPONENT, parse_quantity
 from koordlet.host.cgroup import MAX_CPUS, parse_cpu_list
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos, net_qos, resctrl
+from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos
 from koordlet.qos.cpu_qos import CPUQOS
+from koordlet.qos.net_qos.config import pod_limits
 from koordlet.qos.pod_resources import PodResources
 from koordlet.qos.reconciler import Reconciler
+from koordlet.qos.resctrl.annotation import parse_pod_resctrl
 from koordlet.rules import cpu_qos, oom
 from koordlet.states import decode
 from koordlet.states.decode import MAX_BYTES, MAX_DEPTH, DecodeError
@@ -88,9 +90,9 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "device_allocated": (wire.ANNOTATION_DEVICE_ALLOCATED, parse_device_allocated),
     "extended_resource_spec": (wire.ANNOTATION_EXTENDED_RESOURCE_SPEC, lambda raw: extended_resource_spec(
         {wire.ANNOTATION_EXTENDED_RESOURCE_SPEC: raw})),
-    "pod_resctrl": (wire.ANNOTATION_POD_RESCTRL, resctrl.parse_pod_resctrl),
+    "pod_resctrl": (wire.ANNOTATION_POD_RESCTRL, parse_pod_resctrl),
     "pod_limits": (wire.ANNOTATION_POD_NETWORK_QOS,
-                   lambda raw: net_qos.pod_limits(mkpod(annotations={wire.ANNOTATION_POD_NETWORK_QOS: raw}))),
+                   lambda raw: pod_limits(mkpod(annotations={wire.ANNOTATION_POD_NETWORK_QOS: raw}))),
     "pod_burst_config": (wire.ANNOTATION_POD_CPU_BURST, lambda raw: cpu_burst.pod_burst_config(
         mkpod(annotations={wire.ANNOTATION_POD_CPU_BURST: raw}), NODE_BURST)),
     "pod_memory_qos": (wire.ANNOTATION_POD_MEMORY_QOS, lambda raw: memory_qos.pod_memory_qos(

@@ -1,7 +1,7 @@
-"""Upstream's 41 ``koordlet_*`` metric families (koordlet/ops/metrics.py ``UPSTREAM_FAMILIES``), as a Prometheus scrape
-of the agent's HTTP server sees them: name, type and label names, on /metrics and on the one of /internal-metrics and
-/external-metrics upstream registers them in; and the rules around them (counters without ``_total``, series of gone
-pods removed, upstream's five-minute expiry).
+"""Upstream's 41 ``koordlet_*`` metric families (koordlet/ops/metrics/upstream.py ``UPSTREAM_FAMILIES``), as a
+Prometheus scrape of the agent's HTTP server sees them: name, type and label names, on /metrics and on the one of
+/internal-metrics and /external-metrics upstream registers them in; and the rules around them (counters without
+``_total``, series of gone pods removed, upstream's five-minute expiry).
 
 The owners' own recording (the executor, the kubelet client, the NodeMetric report, ...) is tested beside each
 owner below; the daemon test (tests/integration/test_daemon.py) scrapes a real running agent.
@@ -15,14 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from koordlet.ops.metrics import (
-    EXPIRE_AFTER,
-    UPSTREAM,
-    UPSTREAM_FAMILIES,
-    AgentMetrics,
-    ResourceRow,
-    exposition,
-)
+from koordlet.ops.metrics import AgentMetrics
+from koordlet.ops.metrics.exposition import exposition
+from koordlet.ops.metrics.families import EXPIRE_AFTER
+from koordlet.ops.metrics.states import ResourceRow
+from koordlet.ops.metrics.upstream import UPSTREAM, UPSTREAM_FAMILIES
 from koordlet.ops.server import HttpServer
 from tests.scrape import Scrape
 
@@ -210,7 +207,8 @@ def test_a_table_histogram_scrapes_as_prometheus_clients_histogram_of_the_same_o
     ``le`` says), and no ``_created``."""
     from prometheus_client import CollectorRegistry, Histogram
 
-    from koordlet.ops.metrics import MILLISECOND_BUCKETS, TableHistogram
+    from koordlet.ops.metrics.exposition import TableHistogram
+    from koordlet.ops.metrics.upstream import MILLISECOND_BUCKETS
     ours_registry, peer_registry = CollectorRegistry(), CollectorRegistry()
     ours = TableHistogram("h_ms", "help", ("level", "resource"), MILLISECOND_BUCKETS, ours_registry)
     peer = Histogram("h_ms", "help", ("level", "resource"), buckets=MILLISECOND_BUCKETS, registry=peer_registry)

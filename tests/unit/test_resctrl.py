@@ -19,7 +19,9 @@ from koordlet.host import resctrl as hr
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.paths import HostPaths
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.qos.resctrl import Resctrl, class_schemata, l3_mask, mb_value, parse_pod_resctrl, pod_schemata
+from koordlet.qos.resctrl.annotation import parse_pod_resctrl
+from koordlet.qos.resctrl.schemata import class_schemata, l3_mask, mb_value, pod_schemata
+from koordlet.qos.resctrl.strategy import Resctrl
 from koordlet.states.informer import PodMeta, meta_for
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.merge import merge_node_slo_spec
