@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,6 +77,7 @@ from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
+    from koordlet.states.pod import Pod
     from koordlet.writer.executor import Executor, Update
 
 log = logging.getLogger(__name__)
@@ -184,11 +185,11 @@ def devices_in(text: str) -> set[str]:
 
 
 @decoder(wire.ANNOTATION_POD_BLKIO_QOS)
-def pod_blocks(annotations: Mapping[str, str]) -> tuple[BlockCfg, ...] | None:
+def pod_blocks(pod: Pod) -> tuple[BlockCfg, ...] | None:
     """The blocks of a pod's ``koordinator.sh/blkioQOS``: None without the annotation, ``()`` for an empty value
     (upstream: no blocks); DecodeError when it is malformed (the caller then sets no blocks, ``()``)."""
     key = wire.ANNOTATION_POD_BLKIO_QOS
-    text = annotations.get(key)
+    text = pod.annotations.get(key)
     if text is None:
         return None
     if text == "":
@@ -413,7 +414,7 @@ class BlkIO:
             key = f"pod {pod.key}"
             refused = False
             try:
-                blocks = pod_blocks(pod.annotations)
+                blocks = pod.decoded(pod_blocks)             # once per pod version
             except DecodeError as e:
                 blocks, refused = (), True
                 self._tried.append(key)

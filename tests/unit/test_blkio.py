@@ -24,7 +24,7 @@ from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodeslo.schema import IOCfg
 from koordlet.writer.executor import Executor
-from tests.builders import node_view, pod_meta
+from tests.builders import agent_pod, node_view, pod_meta
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
 UID_BE, UID_LS, UID_RAW, UID_PENDING = ("be000000-0000-0000-0000-000000000001", "15000000-0000-0000-0000-000000000002",
@@ -290,10 +290,10 @@ def test_value_formats():
 def test_pod_annotation_parsing(annotations, blocks, problem):
     if problem is not None:
         with pytest.raises(DecodeError) as e:
-            pod_blocks(annotations)
+            pod_blocks(agent_pod("u-1", "p", annotations=annotations))
         assert problem in e.value.problem and e.value.key == "koordinator.sh/blkioQOS"
         return
-    got = pod_blocks(annotations)
+    got = pod_blocks(agent_pod("u-1", "p", annotations=annotations))
     assert (None if got is None else len(got)) == blocks
 
 

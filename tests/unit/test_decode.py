@@ -97,7 +97,8 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
         mkpod(annotations={wire.ANNOTATION_POD_CPU_BURST: raw}), NODE_BURST)),
     "pod_memory_qos": (wire.ANNOTATION_POD_MEMORY_QOS, lambda raw: memory_qos.pod_memory_qos(
         mkpod(annotations={wire.ANNOTATION_POD_MEMORY_QOS: raw}), QOS_STRATEGY)),
-    "pod_blocks": (wire.ANNOTATION_POD_BLKIO_QOS, lambda raw: blkio.pod_blocks({wire.ANNOTATION_POD_BLKIO_QOS: raw})),
+    "pod_blocks": (wire.ANNOTATION_POD_BLKIO_QOS,
+                   lambda raw: blkio.pod_blocks(mkpod(annotations={wire.ANNOTATION_POD_BLKIO_QOS: raw}))),
     "eviction_policy": (wire.ANNOTATION_EVICTION_POLICY, lambda raw: evict.eviction_policy_allows(
         mkpod(annotations={wire.ANNOTATION_EVICTION_POLICY: raw}), "BECPUEvict")),
     "eviction_priority": (wire.ANNOTATION_EVICTION_PRIORITY, lambda raw: evict.eviction_priority(
@@ -127,7 +128,7 @@ def fastest(fn: Callable[[], Any], rounds: int = 5, inner: int = 20) -> float:
 def test_many_bad_fields_make_one_short_problem():
     raw = json.dumps({"blocks": [{"name": "v", "type": "disk"}] * 1000})       # about 32 KiB
     with pytest.raises(DecodeError) as e:
-        blkio.pod_blocks({wire.ANNOTATION_POD_BLKIO_QOS: raw})
+        blkio.pod_blocks(mkpod(annotations={wire.ANNOTATION_POD_BLKIO_QOS: raw}))
     assert len(e.value.problem) <= decode.MAX_PROBLEM and e.value.problem.endswith("...")
 
 

@@ -92,7 +92,6 @@ class NetQOS:
         self._net_cls: bool | None = None
         self._minors: dict[str, int] | None = None
         self._converged: tuple[Any, float] | None = None    # (inputs, when verified)
-        self._limits_memo: dict[str, tuple[int, int] | DecodeError] = {}
         self._ip_memo: dict[str, int] = {}
         self._bad = LogOnce(log)              # node-level problems (config, netlink, link, terway dir)
         self._pod_bad = LogOnce(log)          # per pod (uid, ip:<uid>); forgotten when the pod goes
@@ -109,19 +108,12 @@ class NetQOS:
             self._bad.forget("slo")
         self._pod_bad.keep_only([m.pod.uid for m in view.pods] + [f"ip:{m.pod.uid}" for m in view.pods])
         limits = {}
-        memo, self._limits_memo = self._limits_memo, {}       # annotation text -> parsed (most never change)
         for meta in view.pods:
-            raw = meta.pod.annotations.get(wire.ANNOTATION_POD_NETWORK_QOS, "")
-            parsed = memo.get(raw) or self._limits_memo.get(raw)
-            if parsed is None:
-                try:
-                    parsed = pod_limits(meta.pod)
-                except DecodeError as e:
-                    parsed = e
-            self._limits_memo[raw] = parsed
-            if isinstance(parsed, DecodeError):
+            try:
+                parsed = meta.pod.decoded(pod_limits)            # once per pod version
+            except DecodeError as e:
                 self._pod_bad(meta.pod.uid, "pod %s: annotation %s; the pod keeps its class without a pod-level "
-                              "limit", meta.pod.key, parsed)
+                              "limit", meta.pod.key, e)
                 parsed = (0, 0)
             limits[meta.pod.uid] = parsed
         if self.tc_on:
