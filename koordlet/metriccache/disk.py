@@ -27,8 +27,9 @@ from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from koordlet.metriccache import rollup
+from koordlet.metriccache import rollup_codec
 from koordlet.metriccache.chunk import decode_ts, decode_vals, raw
+from koordlet.metriccache.rollup import Rollup
 from koordlet.metriccache.sample import Labels, make_labels, matches
 from koordlet.metriccache.series import MS_MIN, Series, take, to_ms
 
@@ -388,11 +389,11 @@ def query_points(conn: sqlite3.Connection, db_path: str | None, ids: dict[int, L
 
 
 def query_rollups(conn: sqlite3.Connection, db_path: str | None, ids: dict[int, Labels], s_ms: int,
-                  upper: dict[int, int]) -> list[rollup.Rollup]:
+                  upper: dict[int, int]) -> list[Rollup]:
     """The minute rollups of the given series whose points all lie in ``[s_ms, upper[sid]]``: a long window
     is answered to the minute, a minute cut by either end of the window is left out. A blob that does not
     decode is deleted (logged) and costs only its own minutes."""
-    out: list[rollup.Rollup] = []
+    out: list[Rollup] = []
     id_list = list(ids)
     e_max = max(upper.values())
     bad: list[tuple[int]] = []
@@ -403,7 +404,7 @@ def query_rollups(conn: sqlite3.Connection, db_path: str | None, ids: dict[int, 
                     f"SELECT rowid, series_id, blob FROM rollups WHERE series_id IN ({','.join('?' * len(batch))})"
                     " AND end_ms >= ? AND start_ms <= ? ORDER BY start_ms, rowid", (*batch, s_ms, e_max)):
                 try:
-                    minutes = rollup.decode(blob)
+                    minutes = rollup_codec.decode(blob)
                 except ValueError as e:
                     log.error("metric cache rollup unreadable path=%s series_id=%s error=%s; deleted",
                               db_path, sid, e)

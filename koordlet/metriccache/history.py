@@ -19,7 +19,7 @@ import sqlite3
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 
-from koordlet.metriccache import rollup
+from koordlet.metriccache import rollup, rollup_codec
 from koordlet.metriccache.chunk import decode_ts, decode_vals
 from koordlet.metriccache.disk import POINT_TABLES, drop_unused_tscols, incremental_vacuum, rollback
 from koordlet.metriccache.series import Series
@@ -51,7 +51,7 @@ def _rollup_rows(sid: int, ts: array[int], vals: array[float]) -> Iterator[tuple
             j += 1
         run = minutes[i:j]
         yield (sid, min(r.first_ts for r in run), max(r.last_ts for r in run), sum(r.count for r in run),
-               rollup.encode(run))
+               rollup_codec.encode(run))
         i = j
 
 

@@ -85,9 +85,10 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 
-from koordlet.metriccache import disk, history, rollup
+from koordlet.metriccache import disk, history
 from koordlet.metriccache.aggregate import AggregateResult
 from koordlet.metriccache.history import ROLLUP_MS
+from koordlet.metriccache.rollup import Rollup
 from koordlet.metriccache.sample import Labels, Sample, canonical, make_labels, matches
 from koordlet.metriccache.series import BLOCK_MS, MS_MIN, Series, to_ms
 
@@ -270,7 +271,7 @@ class MetricCache:
             else:
                 mem = {lb: ser for lb, ser in per_name.items() if matches(lb, want)}
             on_disk: dict[Labels, tuple[array[int], array[float]]] = {}
-            summaries: list[rollup.Rollup] = []
+            summaries: list[Rollup] = []
             floor = self._floor_ms
             # disk: below the floor as always; above it only for evicted series: when no memory series matches and
             # one of this name was evicted with points in the window, or a matching one is back after eviction
