@@ -6,9 +6,11 @@ and read an aggregate from the :class:`AggregateResult`.  See
 """
 
 from koordlet.metriccache.aggregate import AGGREGATION_KINDS, AggregateResult, EmptyError, percentile
+from koordlet.metriccache.history import ROLLUP_MS
 from koordlet.metriccache.kinds import KINDS, schema_problem
-from koordlet.metriccache.rollup import RELATIVE_ACCURACY
-from koordlet.metriccache.store import ROLLUP_MS, Labels, MetricCache, Sample, labels, make_labels
+from koordlet.metriccache.sample import Labels, Sample, labels, make_labels
+from koordlet.metriccache.sketch import RELATIVE_ACCURACY
+from koordlet.metriccache.store import MetricCache
 
 __all__ = [
     "AGGREGATION_KINDS",

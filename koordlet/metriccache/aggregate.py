@@ -15,7 +15,8 @@ from array import array
 from collections.abc import Sequence
 from itertools import chain
 
-from koordlet.metriccache.rollup import Rollup, Sketch, total
+from koordlet.metriccache.rollup import Rollup, total
+from koordlet.metriccache.sketch import Sketch
 
 __all__ = [
     "AGGREGATION_KINDS",
@@ -85,7 +86,7 @@ class AggregateResult:
       rounding);
     * percentiles: the same rank rule over the rollups' sketches merged, with
       the raw points added to the merged sketch, so within
-      :data:`~koordlet.metriccache.rollup.RELATIVE_ACCURACY` of the exact
+      :data:`~koordlet.metriccache.sketch.RELATIVE_ACCURACY` of the exact
       answer; NaN ranks below every number there (Go's order), while the
       raw-only path keeps Python's ``sorted``;
     * ``last``: the value with the greatest timestamp among the raw points

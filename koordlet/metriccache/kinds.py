@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from koordlet.metriccache.store import Sample
+from koordlet.metriccache.sample import Sample
 
 __all__ = ["EXTRA_KINDS", "KINDS", "UPSTREAM_KINDS", "schema_problem"]
 

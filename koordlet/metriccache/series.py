@@ -12,20 +12,22 @@ time range meets its window.
 
 Disk bookkeeping lives here too because it is per series: ``flushed`` leading head points and ``c_flushed`` leading
 chunks are in sqlite already; ``rewrite`` says the head rows on disk hold points that have since been sealed, so the
-next flush replaces them (see :mod:`koordlet.metriccache.store`).
+next flush replaces them (see :mod:`koordlet.metriccache.disk`).
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+import math
 import operator
 from array import array
 from itertools import islice
 
 from koordlet.metriccache.chunk import decode_ts, decode_vals, encode_ts, encode_vals
+from koordlet.metriccache.sample import Labels
 
-__all__ = ["BLOCK_MS", "MS_MAX", "MS_MIN", "Series"]
+__all__ = ["BLOCK_MS", "MS_MAX", "MS_MIN", "Series", "take", "to_ms"]
 
 #: Wall time one chunk covers. Two minutes: ~120 points a chunk at 1 s sampling, so the per-chunk overhead is a
 #: fraction of a byte per point, while the raw head (at most a block plus the sealing delay) stays small.
@@ -33,7 +35,12 @@ BLOCK_MS = 120_000
 MS_MIN = -(2**62)
 MS_MAX = 2**62
 
-Labels = tuple[tuple[str, str], ...]
+
+def to_ms(seconds: float) -> int:
+    """Seconds -> int milliseconds, clamping infinities so ``query(.., 0, inf)`` works."""
+    if math.isinf(seconds):
+        return MS_MAX if seconds > 0 else MS_MIN
+    return round(seconds * 1000)
 
 
 @functools.lru_cache(maxsize=64)
@@ -225,8 +232,8 @@ class Series:
             if hi_arr[i] < lower:
                 continue
             n = self.c_n[i]
-            _take(_shared_ts(self.c_ts[i], n), decode_vals(self.c_vals[i], n), lower, e_ms, self.in_order, out_ts,
-                  out_vals)
+            take(_shared_ts(self.c_ts[i], n), decode_vals(self.c_vals[i], n), lower, e_ms, self.in_order, out_ts,
+                 out_vals)
         ts = self.ts
         if not ts:
             return
@@ -254,9 +261,11 @@ class Series:
         return out_ts, out_vals
 
 
-def _take(ts: array[int], vals: array[float], lo: int, hi: int, ordered: bool, out_ts: array[int],
-          out_vals: array[float]) -> None:
-    """Append the points of ``ts``/``vals`` with ``lo <= t <= hi``."""
+def take(ts: array[int], vals: array[float], lo: int, hi: int, ordered: bool, out_ts: array[int],
+         out_vals: array[float]) -> None:
+    """Append the points of ``ts``/``vals`` with ``lo <= t <= hi``, in their order; ``ordered``: ``ts`` is sorted
+    (found by bisection), else any order (a column wholly inside the bounds is taken whole, the usual case of a disk
+    chunk in a long window)."""
     if ordered:
         a = bisect.bisect_left(ts, lo)
         b = bisect.bisect_right(ts, hi, a)
@@ -266,6 +275,10 @@ def _take(ts: array[int], vals: array[float], lo: int, hi: int, ordered: bool, o
         elif a < b:
             out_ts.extend(ts[a:b])
             out_vals.extend(vals[a:b])
+        return
+    if ts and lo <= min(ts) and max(ts) <= hi:
+        out_ts.extend(ts)
+        out_vals.extend(vals)
         return
     for t, v in zip(ts, vals, strict=True):
         if lo <= t <= hi:

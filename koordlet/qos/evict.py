@@ -51,17 +51,19 @@ Beyond upstream (documented differences):
   whose allocatable is unknown (standalone, no Node object) is skipped instead of "has none of anything".
 - Every eviction is an event of the audit log at verbosity 0 (gate AuditEvents), as upstream's evictor writes it:
   the pod, reason ``evicted``, message ``trigger by koordlet feature <Gate>, kill pod: <name>``.
+
+This module is the strategy and the eviction itself (the Eviction API and Event, the kill, the audit); who may be
+evicted and in which order is :mod:`koordlet.qos.evict_victims`, how much each gate must release and the round's
+shared release account :mod:`koordlet.qos.evict_release`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import math
-import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,13 +76,45 @@ from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.ops.audit import V_EVICT
 from koordlet.ops.audit import Event as AuditEvent
 from koordlet.qos.cpu_suppress import capacity_milli
-from koordlet.states import decode
-from koordlet.states.decode import DecodeError, decoder
+from koordlet.qos.evict_release import (
+    RELEASABLE,
+    TARGET_REQUEST,
+    TARGET_USED,
+    BECPUSample,
+    EvictTask,
+    Resources,
+    allocatable_release,
+    allocatable_value,
+    be_cpu_release_milli,
+    check_allocatable_config,
+    check_be_cpu_config,
+    check_cpu_config,
+    check_memory_config,
+    cpu_usage_release_milli,
+    kill_and_evict,
+    memory_release_bytes,
+    remaining,
+)
+from koordlet.qos.evict_victims import (
+    BE_CPU_EVICT,
+    BE_MEMORY_EVICT,
+    CPU_ALLOCATABLE_EVICT,
+    CPU_EVICT,
+    MEMORY_ALLOCATABLE_EVICT,
+    MEMORY_EVICT,
+    RES_BATCH_CPU,
+    RES_CPU,
+    RES_MEMORY,
+    PodEvictInfo,
+    be_cpu_victims,
+    be_memory_victims,
+    pod_request,
+    priority_victims,
+)
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
-    from koordlet.states.informer import PodMeta
     from koordlet.states.kubeapi import KubeApi
     from koordlet.states.nodeslo.schema import ResourceThresholdStrategy
     from koordlet.states.pod import Pod
@@ -88,481 +122,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Wire names (the feature gates of upstream pkg/features/koordlet_features.go); not yet in koordlet/base/wire.py.
-
-BE_CPU_EVICT, CPU_EVICT, CPU_ALLOCATABLE_EVICT = "BECPUEvict", "CPUEvict", "CPUAllocatableEvict"
-BE_MEMORY_EVICT, MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
 CPU_GATES = (BE_CPU_EVICT, CPU_ALLOCATABLE_EVICT, CPU_EVICT)              # upstream order
 MEMORY_GATES = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
-PRIORITY_MID_MAX = 7999                             # allocatableEvictPriorityThreshold: koord-prod never goes
-# the resources whose requests an allocatable eviction can release, and the class holding them (upstream's
-# ReverseResourceNameMap)
-RELEASABLE = {wire.BATCH_CPU: wire.PRIORITY_BATCH, wire.BATCH_MEMORY: wire.PRIORITY_BATCH,
-              wire.MID_CPU: wire.PRIORITY_MID, wire.MID_MEMORY: wire.PRIORITY_MID}
 
-EVICT_REASON_PREFIX = "trigger by koordlet feature "
 EVICTED = "evicted"
 EVENT_SUCCESS, EVENT_FAIL = "evictPodSuccess", "evictPodFail"
 EVENT_COMPONENT = "koordlet-qosManager"
 
 CPU_COOL_DOWN, MEMORY_COOL_DOWN = 20.0, 4.0        # -cpu-evict-cool-time-seconds, -memory-evict-cool-time-seconds
 EVICTED_TTL = 120.0                                 # upstream's expiring "pods evicted" cache
-
-BE_CPU_SATISFACTION_LOW_MAX = 60
-BE_CPU_SATISFACTION_UPPER_MAX = 100
-BE_CPU_USAGE_THRESHOLD = 90
 MIN_ALLOCATABLE_BATCH_MILLI = 1
-CPU_RELEASE_BUFFER = 2
-MEMORY_RELEASE_BUFFER = 2
-PRIORITY_DEFAULTS = {wire.PRIORITY_PROD: 9500, wire.PRIORITY_MID: 7500, wire.PRIORITY_BATCH: 5500,
-                     wire.PRIORITY_FREE: 3500}
-
-TARGET_USED, TARGET_REQUEST = "podUsed", "podResourceRequest"
-RES_CPU, RES_MEMORY, RES_BATCH_CPU = "cpu", "memory", wire.BATCH_CPU
-
-_ATOI = re.compile(r"[+-]?[0-9]+")
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-
-
-# --------------------------------------------------------------------------------------------------
-# pod metadata (upstream apis/extension/constants.go, priority_utils.go)
-# --------------------------------------------------------------------------------------------------
-
-@decoder(wire.ANNOTATION_EVICTION_POLICY)
-def eviction_policy_allows(pod: Pod, gate: str) -> bool:
-    """Whether ``gate`` may evict the pod; raises DecodeError when the annotation does not parse (the caller
-    logs it and treats the pod as never evictable)."""
-    key = wire.ANNOTATION_EVICTION_POLICY
-    raw = pod.annotations.get(key)
-    if raw is None:
-        return True
-    policies = decode.loads(key, raw)
-    if policies is None:                       # Go: unmarshalling null gives an empty list
-        return False
-    if not isinstance(policies, list) or not all(isinstance(p, str) for p in policies):
-        raise DecodeError(key, "expected a JSON list of feature gate names")
-    return gate in policies
-
-
-@decoder(wire.ANNOTATION_EVICTION_PRIORITY)
-def eviction_priority(pod: Pod) -> int:
-    """``koordinator.sh/eviction-priority`` (int32, lower goes first); 0 when absent. DecodeError when bad."""
-    key = wire.ANNOTATION_EVICTION_PRIORITY
-    raw = pod.annotations.get(key)
-    if raw is None:
-        return 0
-    if len(raw) > 11 or not _ATOI.fullmatch(raw) or not _INT32[0] <= int(raw) <= _INT32[1]:
-        raise DecodeError(key, f"{raw!r:.40} is not an int32")
-    return int(raw)
-
-
-def label_priority(pod: Pod, default: int) -> int:
-    """``koordinator.sh/priority`` parsed as Go's Atoi; ``default`` when absent or not a number."""
-    raw = pod.labels.get(wire.LABEL_POD_PRIORITY)
-    if raw is None or len(raw) > 20 or not _ATOI.fullmatch(raw):
-        return default
-    value = int(raw)
-    return value if -(1 << 63) <= value < (1 << 63) else default
-
-
-def priority_value(pod: Pod) -> int:
-    """A non-zero spec.priority, else the default value of the pod's priority class (with QoS default)."""
-    if pod.priority:
-        return pod.priority
-    return PRIORITY_DEFAULTS.get(pod.priority_class, 0)
-
-
-def is_active(pod: Pod) -> bool:
-    """Pending or Running (upstream's IsPodInactive, negated)."""
-    return pod.phase in ("Pending", "Running")
-
-
-def pod_request(pod: Pod, resource: str) -> tuple[str, int]:
-    """(resource name, request) as upstream's GetRequestTypeAndValueFromPod: batch-* for koord-batch pods, mid-*
-    for koord-mid (Σ over containers and sidecars), native otherwise (the scheduler's pod request; cpu milli,
-    memory bytes)."""
-    cls = pod.priority_class
-    if cls in (wire.PRIORITY_BATCH, wire.PRIORITY_MID):
-        batch = cls == wire.PRIORITY_BATCH
-        name = (wire.BATCH_CPU if batch else wire.MID_CPU) if resource == RES_CPU else \
-            (wire.BATCH_MEMORY if batch else wire.MID_MEMORY)
-        return name, pod.extended_requests.get(name, 0)
-    return resource, pod.cpu_request_milli if resource == RES_CPU else pod.memory_request_bytes
-
-
-# --------------------------------------------------------------------------------------------------
-# victims
-# --------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PodEvictInfo:
-    meta: PodMeta
-    milli_cpu_request: int = 0
-    milli_cpu_used: int = 0
-    cpu_usage: float = 0.0          # used / request (BE CPU)
-    memory_request: int = 0
-    memory_used: int = 0
-    priority: int = 0
-    label_priority: int = 0
-    eviction_priority: int = 0
-
-    @property
-    def pod(self) -> Pod:
-        return self.meta.pod
-
-
-def _cmp(less: Callable[[PodEvictInfo, PodEvictInfo], bool]) -> Callable[[PodEvictInfo, PodEvictInfo], int]:
-    return lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)
-
-
-def _allowed(meta: PodMeta, gate: str, bad: LogOnce | None) -> bool:
-    try:
-        allowed = eviction_policy_allows(meta.pod, gate)
-    except DecodeError as e:
-        if bad is not None:
-            bad(f"policy/{meta.pod.uid}", "pod %s annotation %s; the pod is never evicted", meta.pod.key, e)
-        return False
-    return allowed
-
-
-def be_cpu_victims(pods: Iterable[PodMeta], used_milli: Mapping[str, int], gate: str = BE_CPU_EVICT,
-                   bad: LogOnce | None = None) -> list[PodEvictInfo]:
-    """Raw-BE pods the gate may evict: spec.priority ascending, then usage/request descending (a pod without
-    spec.priority compares by usage only, as upstream)."""
-    infos = []
-    for meta in pods:
-        if meta.pod.raw_qos_class != wire.QOS_BE or not _allowed(meta, gate, bad):
-            continue
-        used = used_milli.get(meta.pod.uid, 0)
-        request = meta.pod.batch_cpu_request_milli
-        infos.append(PodEvictInfo(meta, milli_cpu_request=request, milli_cpu_used=used,
-                                  cpu_usage=used / request if request > 0 else 0.0))
-
-    def less(a: PodEvictInfo, b: PodEvictInfo) -> bool:
-        pa, pb = a.pod.priority, b.pod.priority
-        if pa is None or pb is None or pa == pb:
-            return a.cpu_usage > b.cpu_usage
-        return pa < pb
-
-    return sorted(infos, key=functools.cmp_to_key(_cmp(less)))
-
-
-def be_memory_victims(pods: Iterable[PodMeta], used_bytes: Mapping[str, int], gate: str = BE_MEMORY_EVICT,
-                      bad: LogOnce | None = None) -> list[PodEvictInfo]:
-    """Raw-BE pods the gate may evict: spec.priority ascending (when both set), then usage descending; pods
-    without a sample after those with one, by name descending."""
-    infos = [PodEvictInfo(m, memory_used=used_bytes.get(m.pod.uid, 0)) for m in pods
-             if m.pod.raw_qos_class == wire.QOS_BE and _allowed(m, gate, bad)]
-
-    def less(a: PodEvictInfo, b: PodEvictInfo) -> bool:
-        pa, pb = a.pod.priority, b.pod.priority
-        if pa is not None and pb is not None and pa != pb:
-            return pa < pb
-        if a.memory_used != 0 and b.memory_used != 0:
-            return a.memory_used > b.memory_used
-        if a.memory_used == 0 and b.memory_used == 0:
-            return a.pod.name > b.pod.name
-        return b.memory_used == 0
-
-    return sorted(infos, key=functools.cmp_to_key(_cmp(less)))
-
-
-def priority_victims(pods: Iterable[PodMeta], gate: str, priority_threshold: int, used: Mapping[str, int],
-                     resource: str, bad: LogOnce | None = None, by_request: bool = False) -> list[PodEvictInfo]:
-    """Victims of CPUEvict / CPUAllocatableEvict (``resource`` "cpu", used in milli-cores) or MemoryEvict /
-    MemoryAllocatableEvict ("memory", bytes).
-
-    Kept: active pods the gate may evict, priority (with default) ≤ threshold, label eviction-enabled=true,
-    a usage sample. Order: eviction-priority, priority, label priority, then usage descending (the allocatable
-    gates, ``by_request``: request descending).
-    """
-    infos = []
-    for meta in pods:
-        pod = meta.pod
-        if not is_active(pod) or not _allowed(meta, gate, bad):
-            continue
-        priority = priority_value(pod)
-        if priority > priority_threshold or pod.labels.get(wire.LABEL_EVICTION_ENABLED) != "true":
-            continue
-        try:
-            evict_priority = eviction_priority(pod)
-        except DecodeError as e:
-            evict_priority = 0
-            if bad is not None:
-                bad(f"priority/{pod.uid}", "pod %s: %s; using 0", pod.key, e)
-        if pod.uid not in used:
-            continue
-        _, request = pod_request(pod, resource)
-        common = dict(priority=priority, label_priority=label_priority(pod, priority),
-                      eviction_priority=evict_priority)
-        if resource == RES_CPU:
-            infos.append(PodEvictInfo(meta, milli_cpu_used=used[pod.uid], milli_cpu_request=request, **common))
-        else:
-            infos.append(PodEvictInfo(meta, memory_used=used[pod.uid], memory_request=request, **common))
-    def heaviest_first(info: PodEvictInfo) -> float:
-        if by_request:
-            return -info.milli_cpu_request if resource == RES_CPU else -info.memory_request
-        return -info.milli_cpu_used if resource == RES_CPU else -info.memory_used
-
-    return sorted(infos, key=lambda i: (i.eviction_priority, i.priority, i.label_priority, heaviest_first(i)))
-
-
-# --------------------------------------------------------------------------------------------------
-# how much to release
-# --------------------------------------------------------------------------------------------------
-
-def check_be_cpu_config(t: ResourceThresholdStrategy) -> str | None:
-    low, up = t.cpu_evict_be_satisfaction_lower_percent, t.cpu_evict_be_satisfaction_upper_percent
-    if low is None or up is None:
-        return "cpuEvictBESatisfactionLowerPercent or cpuEvictBESatisfactionUpperPercent not set"
-    if low > BE_CPU_SATISFACTION_LOW_MAX or low <= 0:
-        return f"cpuEvictBESatisfactionLowerPercent {low} must be in (0,{BE_CPU_SATISFACTION_LOW_MAX}]"
-    if up >= BE_CPU_SATISFACTION_UPPER_MAX or up <= 0:
-        return f"cpuEvictBESatisfactionUpperPercent {up} must be in (0,{BE_CPU_SATISFACTION_UPPER_MAX})"
-    if up < low:
-        return f"cpuEvictBESatisfactionUpperPercent {up} < cpuEvictBESatisfactionLowerPercent {low}"
-    return None
-
-
-def check_cpu_config(t: ResourceThresholdStrategy) -> str | None:
-    if t.cpu_evict_threshold_percent is None:
-        return "cpuEvictThresholdPercent not set"
-    if t.cpu_evict_threshold_percent < 0:
-        return f"cpuEvictThresholdPercent {t.cpu_evict_threshold_percent} < 0"
-    lower = t.cpu_evict_lower_percent
-    if lower is None:
-        lower = t.cpu_evict_threshold_percent - CPU_RELEASE_BUFFER
-    if lower >= t.cpu_evict_threshold_percent:
-        return f"cpuEvictLowerPercent {lower} must be below cpuEvictThresholdPercent {t.cpu_evict_threshold_percent}"
-    if t.evict_enabled_priority_threshold is None:
-        return "evictEnabledPriorityThreshold not set"
-    return None
-
-
-def check_memory_config(t: ResourceThresholdStrategy, needs_priority: bool) -> str | None:
-    threshold = t.memory_evict_threshold_percent
-    if threshold is None:
-        return "memoryEvictThresholdPercent not set"
-    if threshold < 0:
-        return f"memoryEvictThresholdPercent {threshold} < 0"
-    lower = t.memory_evict_lower_percent if t.memory_evict_lower_percent is not None \
-        else threshold - MEMORY_RELEASE_BUFFER
-    if lower >= threshold:
-        return f"memoryEvictLowerPercent {lower} must be below memoryEvictThresholdPercent {threshold}"
-    if needs_priority and t.evict_enabled_priority_threshold is None:
-        return "evictEnabledPriorityThreshold not set"
-    return None
-
-
-def check_allocatable_config(t: ResourceThresholdStrategy, resource: str) -> str | None:
-    """Upstream's isAllocatableThresholdConfigValid for ``resource`` "cpu" or "memory"."""
-    if resource == RES_CPU:
-        names = ("cpuAllocatableEvictThresholdPercent", "cpuAllocatableEvictLowerPercent")
-        threshold, lower = t.cpu_allocatable_evict_threshold_percent, t.cpu_allocatable_evict_lower_percent
-    else:
-        names = ("memoryAllocatableEvictThresholdPercent", "memoryAllocatableEvictLowerPercent")
-        threshold, lower = t.memory_allocatable_evict_threshold_percent, t.memory_allocatable_evict_lower_percent
-    if threshold is None:
-        return f"{names[0]} not set"
-    if threshold < 0:
-        return f"{names[0]} {threshold} < 0"
-    if lower is None:
-        return f"{names[1]} not set"
-    if lower >= threshold:
-        return f"{names[1]} {lower} must be below {names[0]} {threshold}"
-    if t.allocatable_evict_priority_threshold is None:
-        return "allocatableEvictPriorityThreshold not set"
-    if t.allocatable_evict_priority_threshold > PRIORITY_MID_MAX:
-        return (f"allocatableEvictPriorityThreshold {t.allocatable_evict_priority_threshold} above "
-                f"{PRIORITY_MID_MAX}: koord-prod pods must not be evicted")
-    return None
-
-
-def allocatable_value(name: str, raw: str) -> int:
-    """A node allocatable quantity in the unit requests are summed in: milli-cores for ``cpu`` (Go's
-    MilliValue), the integer value for the rest (Value(): batch-/mid-cpu are already milli-cores), rounded up."""
-    q = parse_quantity(raw)
-    return math.ceil(q * 1000) if name == RES_CPU else math.ceil(q)
-
-
-def allocatable_release(pods: Iterable[Pod], allocatable: Mapping[str, int], threshold_percent: int,
-                        lower_percent: int, priority_threshold: int, resource: str
-                        ) -> tuple[dict[str, int], dict[str, int]]:
-    """(releasable, not releasable) per resource name: requests summed over the pods with priority ≤
-    ``priority_threshold``; a name whose sum is above threshold% of the node's allocatable (or that the node has
-    none of) releases sum − lower%·allocatable. Only batch-*/mid-* can be released by eviction (:data:`RELEASABLE`);
-    a native overage is returned apart."""
-    requested: dict[str, int] = {}
-    for pod in pods:
-        if pod.phase in ("Succeeded", "Failed") or priority_value(pod) > priority_threshold:
-            continue
-        name, value = pod_request(pod, resource)
-        requested[name] = requested.get(name, 0) + max(value, 0)
-    release: dict[str, int] = {}
-    for name, rq in requested.items():
-        total = allocatable.get(name, 0)
-        if total <= 0:
-            amount = rq
-        elif rq / total > threshold_percent / 100:
-            amount = int(rq - lower_percent / 100 * total)
-        else:
-            continue
-        if amount > 0:
-            release[name] = amount
-    return ({n: a for n, a in release.items() if n in RELEASABLE},
-            {n: a for n, a in release.items() if n not in RELEASABLE})
-
-
-@dataclass(frozen=True)
-class BECPUSample:
-    """node_be cpu values (milli-cores) over a window, and how many points each aggregate saw (the least)."""
-    usage: float
-    request: float
-    real_limit: float
-    count: int = 0
-
-
-def be_usage_high_enough(usage: float, limit: float, threshold_percent: int | None) -> bool:
-    if limit <= 0:
-        return False
-    if limit < 1000:                      # below one core: always considered saturated (upstream)
-        return True
-    threshold = BE_CPU_USAGE_THRESHOLD if threshold_percent is None else threshold_percent
-    return usage / limit >= threshold / 100
-
-
-def release_by_satisfaction(request: float, limit: float, lower_percent: int, upper_percent: int) -> int:
-    """request·(upper% − limit/request) when the satisfaction limit/request is at or below lower%, else 0."""
-    if request <= 0:
-        return 0
-    rate = limit / request
-    if rate > lower_percent / 100:
-        return 0
-    gap = upper_percent / 100 - rate
-    if gap <= 0:
-        return 0
-    return int(request * gap)
-
-
-def be_cpu_release_milli(avg: BECPUSample, last: BECPUSample, t: ResourceThresholdStrategy,
-                         batch_allocatable_milli: float, window_seconds: int, interval_seconds: int) -> int:
-    """batch-cpu (milli) BECPUEvict wants released: min of the window-average and newest estimates, 0 for none."""
-    by_allocatable = t.cpu_evict_policy == wire.CPU_EVICT_BY_ALLOCATABLE
-    lower = t.cpu_evict_be_satisfaction_lower_percent or 0
-    upper = t.cpu_evict_be_satisfaction_upper_percent or 0
-    limit = batch_allocatable_milli if by_allocatable else avg.real_limit
-    if avg.count * interval_seconds < window_seconds // 3:
-        return 0                          # too few points in the window
-    if not be_usage_high_enough(avg.usage, limit, t.cpu_evict_be_usage_threshold_percent):
-        return 0
-    release = release_by_satisfaction(avg.request, limit, lower, upper)
-    if release <= 0:
-        return 0
-    current_limit = batch_allocatable_milli if by_allocatable else last.real_limit
-    if not be_usage_high_enough(last.usage, current_limit, t.cpu_evict_be_usage_threshold_percent):
-        return 0
-    if last.request == avg.request and current_limit == limit:
-        return release
-    current = release_by_satisfaction(last.request, current_limit, lower, upper)
-    if current <= 0:
-        return 0
-    return min(release, current)
-
-
-def cpu_usage_release_milli(node_used_cores: float, cap_milli: int, t: ResourceThresholdStrategy) -> int:
-    """CPUEvict: capacity·(usage% − lower%) in milli-cores once usage% ≥ threshold, else 0 (integer percents)."""
-    threshold = t.cpu_evict_threshold_percent or 0
-    usage = int(node_used_cores * 1000) * 100 // cap_milli
-    if usage < threshold:
-        return 0
-    lower = t.cpu_evict_lower_percent if t.cpu_evict_lower_percent is not None else threshold - CPU_RELEASE_BUFFER
-    return cap_milli * (usage - lower) // 100
-
-
-def memory_release_bytes(node_used_bytes: float, capacity_bytes: int, t: ResourceThresholdStrategy) -> int:
-    """Memory evict: capacity·(usage% − lower%) once usage% ≥ threshold, else 0 (integer percents)."""
-    threshold = t.memory_evict_threshold_percent or 0
-    usage = int(node_used_bytes) * 100 // capacity_bytes
-    if usage < threshold:
-        return 0
-    lower = t.memory_evict_lower_percent if t.memory_evict_lower_percent is not None \
-        else threshold - MEMORY_RELEASE_BUFFER
-    return capacity_bytes * (usage - lower) // 100
-
-
-# --------------------------------------------------------------------------------------------------
-# one round of evictions over several tasks
-# --------------------------------------------------------------------------------------------------
-
-Resources = dict[str, float]
-
-
-@dataclass(frozen=True)
-class EvictTask:
-    gate: str
-    victims: tuple[PodEvictInfo, ...]
-    to_release: Mapping[str, float]                   # resource -> amount (cpu milli, batch-cpu milli, bytes)
-    target: str                                       # TARGET_USED | TARGET_REQUEST
-    pod_resource: Callable[[PodEvictInfo], Resources]  # what evicting one pod releases toward the target
-
-    @property
-    def reason(self) -> str:
-        return EVICT_REASON_PREFIX + self.gate
-
-
-def _remaining(want: Mapping[str, float], got: Mapping[str, float]) -> dict[str, float]:
-    return {r: q - got.get(r, 0) for r, q in want.items() if q > got.get(r, 0)}
-
-
-def kill_and_evict(tasks: Sequence[EvictTask], is_evicted: Callable[[PodEvictInfo], bool],
-                   evict: Callable[[PodEvictInfo, EvictTask], bool]) -> tuple[dict[str, Resources], bool]:
-    """Upstream's KillAndEvictPods: walk each task's victims until its release is covered by what all tasks
-    released so far. Returns (released per target, whether a new eviction happened)."""
-    released: dict[str, Resources] = {}
-    funcs: list[tuple[str, Callable[[PodEvictInfo], Resources]]] = []
-    targets: set[str] = set()
-    for task in tasks:
-        for q in task.to_release.values():
-            if q > 0:
-                targets.add(task.target)
-                released.setdefault(task.target, {})
-        if task.target in targets:
-            funcs.append((task.target, task.pod_resource))
-
-    def add(info: PodEvictInfo) -> None:
-        merged: dict[str, Resources] = {}
-        for target, f in funcs:            # the same resource counted by two tasks: the larger value, once
-            into = merged.setdefault(target, {})
-            for r, q in f(info).items():
-                if into.get(r, 0) < q:
-                    into[r] = q
-        for target, rl in merged.items():
-            into = released.setdefault(target, {})
-            for r, q in rl.items():
-                into[r] = into.get(r, 0) + q
-
-    picked: set[str] = set()
-    newly = False
-    for task in tasks:
-        if not _remaining(task.to_release, released.get(task.target, {})):
-            continue
-        for info in task.victims:
-            uid = info.pod.uid
-            if uid in picked:
-                continue
-            if is_evicted(info):
-                picked.add(uid)
-                add(info)
-                if not _remaining(task.to_release, released.get(task.target, {})):
-                    break
-                continue
-            if evict(info, task):
-                picked.add(uid)
-                newly = True
-                add(info)
-                if not _remaining(task.to_release, released.get(task.target, {})):
-                    break
-    return released, newly
 
 
 # --------------------------------------------------------------------------------------------------
@@ -779,7 +348,7 @@ class Evictor:
         released, newly = kill_and_evict(tasks, self._is_evicted,
                                          lambda info, task: self._evict(info, task, executor))
         for task in tasks:
-            left = _remaining(task.to_release, released.get(task.target, {}))
+            left = remaining(task.to_release, released.get(task.target, {}))
             if left:       # under pressure with nothing (more) to evict: said once, not every cycle
                 self._bad(f"short/{task.gate}", "%s cannot release enough: every one of its %d candidates is "
                           "evicted or failed (still missing %s)", task.gate, len(task.victims), sorted(left))

@@ -8,7 +8,8 @@ in which order:
   skipped without touching the kernel until ``force_refresh`` seconds have passed, then the file is read again
   (drift from another writer is repaired). A restart over a correct host reads every file once and writes none.
 - **Read-compare-write.** Values are compared the way the kernel prints them: cpu lists as sets, ``max`` equal to
-  ``9223372036854775807``/``-1``, ``cpu.max`` by its quota field.
+  ``9223372036854775807``/``-1``, ``cpu.max`` by its quota field (:mod:`koordlet.writer.resources`, with the table
+  of v1 resource names and the file and value each is on the running hierarchy).
 - **Leveled batches** (:meth:`Executor.update_leveled`), for files the kernel checks against the parent:
   v1 ``cpuset.cpus`` must stay a subset of the parent's, v1 ``cpu.cfs_quota_us`` at most the parent's. Top-down,
   a mergeable update first writes the union/larger of old and new (loosening never fails), then bottom-up the
@@ -37,7 +38,6 @@ correct host is free of writes, and the audit trail shows only real changes.
 
 from __future__ import annotations
 
-import enum
 import errno
 import logging
 import os
@@ -49,9 +49,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from koordlet.base.logutil import LogOnce
-from koordlet.host.cgroup import Cgroups, CgroupVersion, CgroupWrite, KubeQOS, Layout, parse_cpu_list
+from koordlet.host.cgroup import Cgroups, CgroupVersion, CgroupWrite, KubeQOS, Layout
 from koordlet.host.fs import vanished
 from koordlet.ops.audit import AuditLog, event_of_owner
+from koordlet.writer.resources import KEYED, RESOURCES, Merge, loosest_of, parse_limit, same_value
 
 if TYPE_CHECKING:
     from koordlet.ops.metrics import AgentMetrics
@@ -59,16 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FORCE_REFRESH = 60.0       # --resource-force-update-seconds
-MAX_INT64 = 9223372036854775807
-UNLIMITED_FROM = 2**62           # any value this large is the kernel's "no limit" (page-aligned spellings vary)
 AUDIT_EVENTS = 1024
-
-
-class Merge(enum.Enum):
-    """How an update may be loosened for the top-down pass of a leveled batch."""
-    NONE = "none"                # written exactly, top-down
-    LARGER = "larger"            # numbers; -1 / max = unlimited (cfs quota, memory.min/low/high)
-    UNION = "union"              # cpu lists (cpuset.cpus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,121 +93,6 @@ class Result:
         self.unchanged += other.unchanged
         self.missing += other.missing
         self.failed += other.failed
-
-
-# --------------------------------------------------------------------------------------------------
-# v1 resource names -> files and values of the running hierarchy
-# --------------------------------------------------------------------------------------------------
-
-def _shares_to_weight(value: str) -> str:
-    shares = int(value)
-    return str(1 + (max(shares, 2) - 2) * 9999 // 262142)
-
-
-def _minus_one_max(value: str) -> str:
-    return "max" if int(value) < 0 else value
-
-
-@dataclass(frozen=True, slots=True)
-class _Resource:
-    subsystem: str
-    v2_file: str | None                       # None: v1 only
-    to_v2: Callable[[str], str] | None = None
-    merge: Merge = Merge.NONE
-
-
-RESOURCES: dict[str, _Resource] = {
-    "cpu.bvt_warp_ns": _Resource("cpu", "cpu.bvt_warp_ns"),
-    "cpu.idle": _Resource("cpu", "cpu.idle"),
-    "cpu.shares": _Resource("cpu", "cpu.weight", _shares_to_weight),
-    "cpu.cfs_quota_us": _Resource("cpu", "cpu.max", _minus_one_max, Merge.LARGER),
-    "cpu.cfs_burst_us": _Resource("cpu", "cpu.max.burst"),
-    "cpuset.cpus": _Resource("cpuset", "cpuset.cpus", None, Merge.UNION),
-    "memory.limit_in_bytes": _Resource("memory", "memory.max", _minus_one_max),
-    "memory.min": _Resource("memory", "memory.min", None, Merge.LARGER),
-    "memory.low": _Resource("memory", "memory.low", None, Merge.LARGER),
-    "memory.high": _Resource("memory", "memory.high", None, Merge.LARGER),
-    "memory.wmark_ratio": _Resource("memory", "memory.wmark_ratio"),
-    "memory.wmark_scale_factor": _Resource("memory", "memory.wmark_scale_factor"),
-    "memory.wmark_min_adj": _Resource("memory", "memory.wmark_min_adj"),
-    "memory.priority": _Resource("memory", "memory.priority"),
-    "memory.use_priority_oom": _Resource("memory", "memory.use_priority_oom"),
-    "memory.oom.group": _Resource("memory", "memory.oom.group"),
-    "memory.pagecache_limit.enable": _Resource("memory", "memory.pagecache_limit.enable"),
-    "memory.pagecache_limit.size": _Resource("memory", "memory.pagecache_limit.size"),
-    "memory.pagecache_limit.sync": _Resource("memory", "memory.pagecache_limit.sync"),
-    "net_cls.classid": _Resource("net_cls", None),
-    # one line per device ("<maj>:<min> <value>"): compared per device line (upstream
-    # resourceexecutor/updater.go: cgroupBlkIOFileWriteIfDifferent)
-    "blkio.throttle.read_bps_device": _Resource("blkio", None),
-    "blkio.throttle.write_bps_device": _Resource("blkio", None),
-    "blkio.throttle.read_iops_device": _Resource("blkio", None),
-    "blkio.throttle.write_iops_device": _Resource("blkio", None),
-    "blkio.cost.weight": _Resource("blkio", None),
-    "blkio.cost.qos": _Resource("blkio", None),
-    "blkio.cost.model": _Resource("blkio", None),
-    "io.max": _Resource("io", "io.max"),
-    "io.weight": _Resource("io", "io.weight"),
-    "io.cost.qos": _Resource("io", "io.cost.qos"),
-    "io.cost.model": _Resource("io", "io.cost.model"),
-}
-KEYED = frozenset(r for r in RESOURCES if r.startswith(("blkio.", "io.")))
-
-
-# --------------------------------------------------------------------------------------------------
-# value comparison and merging, as the kernel prints values
-# --------------------------------------------------------------------------------------------------
-
-def _number(text: str) -> int | None:
-    """Integer value with every spelling of "unlimited" (max, -1, MAX_INT64 or above) as None."""
-    text = text.strip().split(" ", 1)[0] if text.strip() else ""
-    if text == "max":
-        return None
-    n = int(text)
-    # v1 memory prints "unlimited" as the page-aligned PAGE_COUNTER_MAX (9223372036854771712 with 4 KiB pages)
-    return None if n < 0 or n >= UNLIMITED_FROM else n
-
-
-def _keyed_same(current: str, wanted: str) -> bool:
-    """Files with one line per key (blkio per-device files, io.max, io.weight, io.cost.*): the key's line must
-    already carry every ``name=value`` / value field we write. A reset ("<key> 0") counts as done when the key has
-    no line at all (the kernel drops a device's line when its limits go back to unlimited)."""
-    key, _, fields = wanted.strip().partition(" ")
-    want = fields.split()
-    for line in current.splitlines():
-        k, _, rest = line.strip().partition(" ")
-        if k == key:
-            have = rest.split()
-            return all(f in have for f in want) if any("=" in f for f in want) else have == want
-    return all(f in ("0", "max") or f.endswith(("=max", "=0")) or f == "enable=0" for f in want)
-
-
-def _same(resource: str, current: str, wanted: str) -> bool:
-    if resource in KEYED:
-        return _keyed_same(current, wanted)
-    cur, new = current.strip(), wanted.strip()
-    if cur == new:
-        return True
-    try:
-        if resource.startswith("cpuset.") and resource.endswith((".cpus", ".mems")):
-            return parse_cpu_list(cur) == parse_cpu_list(new)
-        if resource in ("cpu.max", "cpu.cfs_quota_us") or cur == "max" or new == "max" or \
-                (cur.lstrip("-").isdigit() and new.lstrip("-").isdigit()):
-            return _number(cur) == _number(new)
-    except ValueError:
-        return False
-    return False
-
-
-def _merged(merge: Merge, current: str, wanted: str) -> str:
-    """The loosest of current and wanted (what a parent must allow while children still hold the old value)."""
-    if merge is Merge.UNION:
-        from koordlet.host.cgroup import format_cpu_list
-        return format_cpu_list(sorted(set(parse_cpu_list(current)) | set(parse_cpu_list(wanted))))
-    cur, new = _number(current), _number(wanted)
-    if cur is None or new is None:
-        return "max" if current.strip().startswith("max") or wanted == "max" else "-1"
-    return wanted if new >= cur else current.strip().split(" ", 1)[0]
 
 
 def _cache_key(u: Update) -> str:
@@ -376,16 +253,16 @@ class Executor:
                     current = self._current(u, result)
                     if current is None:
                         continue
-                    if _same(u.resource or u.path, current, u.value):
+                    if same_value(u.resource or u.path, current, u.value):
                         self._remember(u, u.value)
                         result.unchanged += 1
                         continue
                     if depth < last:          # leaves have no children to keep room for
                         try:
-                            loosest = _merged(u.merge, current, u.value)
+                            loosest = loosest_of(u.merge, current, u.value)
                         except ValueError:
                             loosest = u.value
-                        if not _same(u.resource or u.path, current, loosest):
+                        if not same_value(u.resource or u.path, current, loosest):
                             self._write(u, loosest, current, result, final=False)
                     pending.append(u)
             for u in reversed(pending):
@@ -535,7 +412,7 @@ class Executor:
         current = self._current(u, result)
         if current is None:
             return
-        if _same(u.resource or u.path, current, value):
+        if same_value(u.resource or u.path, current, value):
             self._remember(u, value)
             result.unchanged += 1
             return
@@ -571,7 +448,7 @@ class Executor:
         # swap): a limit raised past memsw is refused (EINVAL). So memsw goes first when it is in the way, and it
         # follows a lowered limit when it was equal to the old one (the container keeps having no swap).
         path, current = memsw
-        new_n, old_n, memsw_n = _number(value), _number(old), _number(current)
+        new_n, old_n, memsw_n = parse_limit(value), parse_limit(old), parse_limit(current)
         inf = float("inf")
         if (inf if new_n is None else new_n) > (inf if memsw_n is None else memsw_n):
             self._write_file(replace(u, path=path, resource="memory.memsw.limit_in_bytes", cacheable=False),
@@ -592,7 +469,7 @@ class Executor:
         try:
             with open(path, "rb", buffering=0) as f:
                 current = f.read().decode("ascii", "replace").strip()
-            _number(current)
+            parse_limit(current)
         except (OSError, ValueError):
             return None
         return path, current

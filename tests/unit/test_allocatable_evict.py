@@ -14,14 +14,8 @@ import pytest
 
 from koordlet.metriccache import Sample
 from koordlet.ops.audit import AuditLog
-from koordlet.qos.evict import (
-    RES_CPU,
-    RES_MEMORY,
-    allocatable_release,
-    allocatable_value,
-    check_allocatable_config,
-    pod_request,
-)
+from koordlet.qos.evict_release import allocatable_release, allocatable_value, check_allocatable_config
+from koordlet.qos.evict_victims import RES_CPU, RES_MEMORY, pod_request
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.schema import ResourceThresholdStrategy
 from tests.builders import agent_pod, pod_object

@@ -20,7 +20,8 @@ from koordlet.base import wire
 from koordlet.base.quantity import MAX_EXPONENT, parse_quantity
 from koordlet.host.cgroup import MAX_CPUS, parse_cpu_list
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.qos import blkio, cpu_burst, cpu_suppress, evict, memory_qos
+from koordlet.qos import blkio, cpu_burst, cpu_suppress, memory_qos
+from koordlet.qos import evict_victims as evict
 from koordlet.qos.cpu_qos import CPUQOS
 from koordlet.qos.net_qos.config import pod_limits
 from koordlet.qos.pod_resources import PodResources

@@ -16,23 +16,25 @@ from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, Layout
 from koordlet.host.topology import CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.qos.evict import (
+from koordlet.qos.evict import Evictor
+from koordlet.qos.evict_release import (
     BECPUSample,
-    Evictor,
     EvictTask,
-    PodEvictInfo,
     be_cpu_release_milli,
-    be_cpu_victims,
-    be_memory_victims,
     check_be_cpu_config,
     check_cpu_config,
     check_memory_config,
     cpu_usage_release_milli,
+    kill_and_evict,
+    memory_release_bytes,
+)
+from koordlet.qos.evict_victims import (
+    PodEvictInfo,
+    be_cpu_victims,
+    be_memory_victims,
     eviction_policy_allows,
     eviction_priority,
-    kill_and_evict,
     label_priority,
-    memory_release_bytes,
     priority_value,
     priority_victims,
 )

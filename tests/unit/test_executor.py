@@ -11,7 +11,8 @@ import pytest
 
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver
 from koordlet.ops.metrics import AgentMetrics
-from koordlet.writer.executor import Executor, Merge, Update
+from koordlet.writer.executor import Executor, Update
+from koordlet.writer.resources import Merge
 
 
 class Clock:

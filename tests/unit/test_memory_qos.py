@@ -30,7 +30,8 @@ from koordlet.states.decode import DecodeError
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.nodeslo.schema import MemoryQOSCfg
-from koordlet.writer.executor import MAX_INT64, Executor
+from koordlet.writer.executor import Executor
+from koordlet.writer.resources import MAX_INT64
 from tests.builders import agent_pod, node_view, pod_meta
 from tests.fakehost import CgroupValues, FakeHost
 

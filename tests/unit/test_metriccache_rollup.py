@@ -17,9 +17,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from koordlet.metriccache import rollup as R
+from koordlet.metriccache import rollup_codec as R
 from koordlet.metriccache.aggregate import AggregateResult, percentile
-from koordlet.metriccache.rollup import RELATIVE_ACCURACY, STEP_MS, Rollup, Sketch, decode, encode, summarize, total
+from koordlet.metriccache.rollup import STEP_MS, Rollup, summarize, total
+from koordlet.metriccache.rollup_codec import decode, encode
+from koordlet.metriccache.sketch import RELATIVE_ACCURACY, Sketch
 
 H12_S = 12 * 3600
 BASE_MS = 1_700_000_000_000 // STEP_MS * STEP_MS
