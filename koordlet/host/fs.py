@@ -31,6 +31,63 @@ def read_bytes(path: str) -> bytes:
         os.close(fd)
 
 
+def read_value(path: str) -> str:
+    """A kernel file's value as text, stripped (what the executor compares with what it would write)."""
+    return read_bytes(path).decode("utf-8", "replace").strip()
+
+
+def write_value(path: str, value: str) -> None:
+    """Write a kernel file (cgroup, sysfs, /proc) in one write: the kernel parses each write whole."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def append_values(path: str, values: list[str]) -> tuple[int, int]:
+    """Write each value to an appending file (cgroup.procs, tasks) through one fd, as the kernel takes one id per
+    write: (written, failed). An entry that fails (its task gone: ESRCH) fails alone; opening raises OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    written = failed = 0
+    try:
+        for v in values:
+            try:
+                os.write(fd, v.encode())
+                written += 1
+            except OSError:
+                failed += 1
+    finally:
+        os.close(fd)
+    return written, failed
+
+
+def replace_file(path: str, value: str) -> None:
+    """Atomically replace a plain config file the agent owns (readers never see it half-written), mode 0644; its
+    directory is created when missing."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def remove_file(path: str) -> bool:
+    """Delete a file the agent owns: True if it existed (OSError other than its absence is raised)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def is_dir(path: str) -> bool:
+    return os.path.isdir(path)
+
+
 #: errnos that mean the object went away between listing it and reading/writing it (normal pod churn):
 #: ENOENT/ENOTDIR at open (the dir is gone), ENODEV on a read or write through an fd opened before the cgroup's
 #: rmdir (kernfs, under both v1 and v2, refuses every operation on a removed node; checked on a real v1 tree),

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 
 from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Cgroups, CgroupVersion, CgroupWrite, KubeQOS, Layout
-from koordlet.host.fs import vanished
+from koordlet.host.fs import append_values, is_dir, read_value, remove_file, replace_file, vanished, write_value
 from koordlet.ops.audit import AuditLog, event_of_owner
 from koordlet.writer.resources import KEYED, RESOURCES, Merge, loosest_of, parse_limit, same_value
 
@@ -103,19 +103,6 @@ def _cache_key(u: Update) -> str:
 def _one_line(text: str) -> str:
     """Multi-line values (schemata, per-device tables) on one log line."""
     return text.strip().replace("\n", "\\n")
-
-
-def _replace_file(path: str, value: str) -> None:
-    """Atomically replace a plain config file we own (readers never see it half-written), mode 0644; its directory
-    is created when missing."""
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -281,22 +268,15 @@ class Executor:
         with self._lock:
             started = time.perf_counter()
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+                written, failed = append_values(path, values)
             except OSError as e:
                 if vanished(e):
                     result.missing += 1
                 else:
                     self._failed(Update(path, ",".join(values), owner, reason), ",".join(values), e, result)
                 return result
-            try:
-                for v in values:
-                    try:
-                        os.write(fd, v.encode())
-                        result.written += 1
-                    except OSError:
-                        result.failed += 1
-            finally:
-                os.close(fd)
+            result.written += written
+            result.failed += failed
             self._timed(path, not result.failed, started)
             if result.written:
                 self._audit(AuditEvent(self.wall(), owner, reason, path, "", f"+{result.written} ids"))
@@ -310,9 +290,8 @@ class Executor:
         with self._lock:
             self._cache.pop(path, None)
             try:
-                os.unlink(path)
-            except FileNotFoundError:
-                return False
+                if not remove_file(path):
+                    return False
             except OSError as e:
                 self._failed(Update(path, "", owner, reason), "<remove>", e, Result())
                 return False
@@ -375,7 +354,7 @@ class Executor:
                         continue
                     is_gone = gone.get(pod[1])
                     if is_gone is None:
-                        is_gone = gone[pod[1]] = not os.path.isdir(pod[1])
+                        is_gone = gone[pod[1]] = not is_dir(pod[1])
                     if is_gone:
                         dead.append(k)
                 for k in dead:
@@ -428,8 +407,7 @@ class Executor:
 
     def _current(self, u: Update, result: Result) -> str | None:
         try:
-            with open(u.path, "rb", buffering=0) as f:
-                return f.read().decode("utf-8", "replace").strip()
+            return read_value(u.path)
         except OSError as e:
             if u.create and isinstance(e, FileNotFoundError):
                 return ""                            # a file of ours that does not exist yet
@@ -467,8 +445,7 @@ class Executor:
             return None
         path = os.path.join(os.path.dirname(u.path), "memory.memsw.limit_in_bytes")
         try:
-            with open(path, "rb", buffering=0) as f:
-                current = f.read().decode("ascii", "replace").strip()
+            current = read_value(path)
             parse_limit(current)
         except (OSError, ValueError):
             return None
@@ -478,13 +455,9 @@ class Executor:
         started = time.perf_counter()
         try:
             if u.create:
-                _replace_file(u.path, value)
+                replace_file(u.path, value)
             else:
-                fd = os.open(u.path, os.O_WRONLY | os.O_TRUNC)
-                try:
-                    os.write(fd, value.encode())
-                finally:
-                    os.close(fd)
+                write_value(u.path, value)
         except OSError as e:
             if vanished(e):                          # ENODEV: the cgroup was removed between our read and write
                 self._missing(u, result)
