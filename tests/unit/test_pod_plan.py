@@ -18,14 +18,13 @@ from koordlet._proto.nri import api_pb2 as api
 from koordlet.host.cgroup import KubeQOS
 from koordlet.qos.pod_resources import PodResources
 from koordlet.states.informer import meta_for
-from koordlet.states.node import NodeInfo
-from koordlet.states.nodestate import NodeView
 from koordlet.states.pod import pod_from_k8s
 from koordlet.writer.executor import Executor
 from nri_plugin.hooks import Hooks
-from tests.builders import pod_object
+from tests.builders import node_view, pod_object
 from tests.hookfeatures import hook_features
-from tests.unit.test_qos_rules import BATCH, slo
+from tests.unit.test_nri_hooks import resources
+from tests.unit.test_qos_rules import BATCH
 from tests.unit.test_qos_strategies import fake_host, mkcg, value
 
 POOLS = {0: (0, 1, 2, 3), 1: (6, 7)}
@@ -88,19 +87,6 @@ def sandbox(meta) -> api.PodSandbox:
     return sb
 
 
-def adjusted(adjust: api.ContainerAdjustment) -> dict[str, str]:
-    r = adjust.linux.resources
-    out = {}
-    if r.cpu.cpus:
-        out["cpus"] = r.cpu.cpus
-    for f in ("shares", "quota"):
-        if r.cpu.HasField(f):
-            out[f] = str(getattr(r.cpu, f).value)
-    if r.memory.HasField("limit"):
-        out["memory"] = str(r.memory.limit.value)
-    return out
-
-
 def written(cg, sub: str, rel: str, f: str) -> str | None:
     """The file's value when someone wrote it, else None (mkcg's default left in place)."""
     v = value(cg, sub, rel, f)
@@ -110,7 +96,7 @@ def written(cg, sub: str, rel: str, f: str) -> str | None:
 @pytest.mark.parametrize("obj", PODS)
 def test_the_reconciler_and_the_nri_hooks_give_a_pod_the_same_cgroup_values(tmp_path, obj):
     meta = meta_for(pod_from_k8s(obj), fake_host(tmp_path / "layout", files=())[1].layout)
-    view = NodeView((meta,), slo(), (), None, NodeInfo("n"), ls_pools=POOLS)  # type: ignore[arg-type]
+    view = node_view(pods=(meta,), ls_pools=POOLS)
 
     rec_ex, rec_cg = tree(tmp_path, "reconciler", meta)
     PodResources().reconcile(view, rec_ex)
@@ -125,7 +111,7 @@ def test_the_reconciler_and_the_nri_hooks_give_a_pod_the_same_cgroup_values(tmp_
     for container, rel in meta.containers:
         ctr = api.Container(id=container.id, pod_sandbox_id=sb.id, name=container.name,
                             state=api.CONTAINER_CREATED)
-        answer = adjusted(hooks.create_container(sb, ctr))
+        answer = {k: str(v) for k, v in resources(hooks.create_container(sb, ctr)).items()}
         for f, sub, field in FIELDS:
             assert answer.get(field) == written(rec_cg, sub, rel, f), (container.name, f)
             checked += 1
