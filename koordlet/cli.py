@@ -4,7 +4,9 @@ Without a subcommand, ``koordlet <flags>`` is ``koordlet run <flags>``: upstream
 so an upstream DaemonSet's command and args start the agent unchanged. Upstream's flags that are not options here
 are accepted too (:mod:`koordlet.ops.compat`), each announced with one log line at start-up.
 
-Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key).
+Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key), 141 stdout closed
+before everything was written (``koordlet doctor | head -3``; what a shell shows for a command a closed pipe
+stopped), quietly.
 """
 
 from __future__ import annotations
@@ -120,6 +122,19 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
+class StdoutClosed(Exception):
+    """Whoever read stdout has gone (``koordlet doctor | head -3``): the command ends quietly."""
+
+
+def out(text: str, end: str = "\n") -> None:
+    """Print ``text`` to stdout and flush it, so that a reader that has gone is found here, as :class:`StdoutClosed`
+    (a write anywhere else that meets a closed pipe stays the error it is)."""
+    try:
+        print(text, end=end, flush=True)
+    except BrokenPipeError:
+        raise StdoutClosed from None
+
+
 _STANDALONE_HINT = ("without a cluster, run with --standalone (pods from this host's cgroup tree, named by "
                     "--pods-file if given)")
 
@@ -171,9 +186,9 @@ def cmd_report(config: Config, output: str) -> int:
         print(f"koordlet: cannot build the reports: {e}", file=sys.stderr)
         return 1
     if output == "json":
-        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+        out(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
-        print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+        out(yaml.safe_dump_all(objects, sort_keys=False), end="")
     return 0
 
 
@@ -185,7 +200,7 @@ def cmd_run(config: Config, once: bool) -> int:
         if isinstance(shot, int):
             return shot
         agent, samples = shot
-        print(summary(agent, samples))
+        out(summary(agent, samples))
         return 0
     # the listener first: a taken port must fail before anything exists on disk (the metric cache directory)
     try:
@@ -311,24 +326,36 @@ def cmd_doctor(config: Config) -> int:
     paths = HostPaths.from_config(config)
     cgroups = Cgroups.detect(paths, config.cgroup_driver)
     features = probe(paths, cgroups) + device_features(read_devices(paths))
-    print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
-    print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
-                 ("FEATURE", "SUPPORTED", "DETAIL")))
-    print()
-    print(_table([(name, kind, "on" if on else "off", "yes" if ok else "no", why)
-                  for name, kind, on, ok, why in component_support(config, paths, cgroups)],
-                 ("COMPONENT", "KIND", "ENABLED", "SUPPORTED", "DETAIL")))
+    out(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
+    out(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
+               ("FEATURE", "SUPPORTED", "DETAIL")))
+    out("")
+    out(_table([(name, kind, "on" if on else "off", "yes" if ok else "no", why)
+                for name, kind, on, ok, why in component_support(config, paths, cgroups)],
+               ("COMPONENT", "KIND", "ENABLED", "SUPPORTED", "DETAIL")))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; one whose stdout was closed before it finished ends quietly with 141 (module docstring)."""
+    try:
+        return _command(argv)
+    except StdoutClosed:
+        # what is still buffered can go nowhere: stdout onto /dev/null, so the interpreter's last flush is quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = _parser()
     words = _argv(argv)
     implied = words[:1] == ["run"] and (argv if argv is not None else sys.argv[1:])[:1] != ["run"]
     try:
         args = parser.parse_args(words)
         if args.command == "version":
-            print(f"koordlet-py {__version__}")
+            out(f"koordlet-py {__version__}")
             return 0
         config, notes = _config(args)
     except ConfigError as e:
@@ -373,7 +400,7 @@ def cmd_topology(config: Config, output: str) -> int:
     from koordlet.states.topology import render
     paths = HostPaths.from_config(config)
     topo = read_topology(paths)
-    print(render(topo, output, read_devices(paths)))
+    out(render(topo, output, read_devices(paths)))
     for problem in topo.problems:
         print(f"koordlet topology: skipped: {problem}", file=sys.stderr)
     return 0
