@@ -105,8 +105,8 @@ proto: venv
 	$(BIN)/python proto/generate.py
 
 # The container image without a registry (README "Image"; root): an OCI archive at IMAGE_OUT whose root filesystem
-# is Debian 12 from its packages (debootstrap minbase + python3, kept in IMAGE_CACHE for a week) with the agent in a
-# venv at /opt/koordlet; image/build.py says how. `ctr -n k8s.io images import $(IMAGE_OUT)` loads it on a node;
+# is Debian 12 from its packages (debootstrap minbase + python3 from the mirror this machine's apt uses, kept in
+# IMAGE_CACHE for a week) with the agent in a venv at /opt/koordlet; image/build.py says how. `ctr -n k8s.io images import $(IMAGE_OUT)` loads it on a node;
 # IMAGE_REF is the name it gets there (the manifests' image by default). The Containerfile builds the same image
 # where a registry serves debian:12-slim.
 IMAGE_OUT   ?= build/image/koordlet-image.tar
