@@ -137,6 +137,16 @@ def out(text: str, end: str = "\n") -> None:
         raise StdoutClosed from None
 
 
+def _flush() -> None:
+    """Flush stdout, a reader that has gone found as in :func:`out`."""
+    if sys.stdout is None:      # started with stdout closed: print writes nowhere
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise StdoutClosed from None
+
+
 _STANDALONE_HINT = ("without a cluster, run with --standalone (pods from this host's cgroup tree, named by "
                     "--pods-file if given)")
 
@@ -365,7 +375,10 @@ def cmd_doctor(config: Config, profile: str = "") -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; one whose stdout was closed before it finished ends quietly with 141 (module docstring)."""
     try:
-        return _command(argv)
+        try:
+            return _command(argv)
+        finally:
+            _flush()            # what argparse's --help and --version left in the buffer
     except StdoutClosed:
         # what is still buffered can go nowhere: stdout onto /dev/null, so the interpreter's last flush is quiet
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -201,9 +201,9 @@ def test_one_shot_commands_outside_a_cluster_say_to_use_standalone(tmp_path, arg
 
 
 @pytest.mark.parametrize("args,unbuffered", [
-    (["version"], True), (["doctor"], True), (["doctor"], False), (["topology"], True),
+    (["version"], True), (["--help"], False), (["doctor"], True), (["doctor"], False), (["topology"], True),
     (["report", "--once", "--standalone"], True), (["run", "--once", "--standalone"], True)],
-    ids=["version", "doctor", "doctor-buffered", "topology", "report-once", "run-once"])
+    ids=["version", "help-buffered", "doctor", "doctor-buffered", "topology", "report-once", "run-once"])
 def test_a_closed_stdout_ends_every_command_quietly(tmp_path, args, unbuffered):
     """As ``koordlet doctor | head -3``, with the reader gone before the first write: whether the write fails at
     once (PYTHONUNBUFFERED) or at a flush, the command ends with 141 (as one a closed pipe stopped) and says
@@ -211,7 +211,7 @@ def test_a_closed_stdout_ends_every_command_quietly(tmp_path, args, unbuffered):
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)
     host.add_pod(KubeQOS.BURSTABLE, "uid-web", CgroupValues(cpu_ns=1, anon=64 << 20),
                  {A: CgroupValues(cpu_ns=1, anon=60 << 20)})
-    flags = [] if args == ["version"] else ["--cgroup-root-dir", host.paths.cgroup_root]
+    flags = [] if args in (["version"], ["--help"]) else ["--cgroup-root-dir", host.paths.cgroup_root]
     if args[0] in ("report", "run"):
         flags += ["--node-name", "node-a", "--var-run-root-dir", str(tmp_path), "--collect-res-used-interval", "0.2"]
     env = {**os.environ, "STATE_DIRECTORY": str(tmp_path / "state")}
