@@ -10,7 +10,8 @@ ARGS   ?=
 # ensurepip or in pip) leaves no stamp, so the next `make run` / `make test` installs again; a venv whose pip does not
 # run (ensurepip or pip's self-upgrade cut short, its Python gone) is made again from scratch; a VENV that is not a
 # venv is never removed. A venv completed before the stamp existed (its koordlet script newer than pyproject.toml)
-# only gets the stamp.
+# only gets the stamp. pip's own output is shown, step by step: a first install takes a minute or two, and silence
+# that long reads as a hang.
 STAMP := $(VENV)/.koordlet-installed
 
 $(STAMP): pyproject.toml
@@ -23,9 +24,12 @@ $(STAMP): pyproject.toml
 		if [ -e "$(VENV)" ]; then echo "make: $(VENV) is half made (an interrupted first run?): making it again"; fi; \
 		rm -rf "$(VENV)"; $(PYTHON) -m venv "$(VENV)"; \
 	fi; \
-	echo "make: installing koordlet-py and its test tools into $(VENV)"; \
-	"$(BIN)/python" -m pip install --quiet --upgrade pip; \
-	"$(BIN)/python" -m pip install --quiet -e '.[test,lint]'; \
+	echo "make: installing koordlet-py and its test tools into $(VENV) (a minute or two; pip's steps follow)"; \
+	echo "make: 1/2 upgrading pip"; \
+	"$(BIN)/python" -m pip install --upgrade pip; \
+	echo "make: 2/2 installing koordlet-py with its dependencies and test tools"; \
+	"$(BIN)/python" -m pip install -e '.[test,lint]'; \
+	echo "make: $(VENV) is ready"; \
 	touch "$@"
 
 venv: $(STAMP)
@@ -58,8 +62,8 @@ $(STAMP_MIN): pyproject.toml .ci/constraints-min.txt
 			echo "make: $(VENV_MIN) exists and is not a venv; move it away or pass VENV_MIN=..." >&2; exit 1; fi; \
 		rm -rf "$(VENV_MIN)"; $(PYTHON) -m venv "$(VENV_MIN)"; \
 	fi; \
-	echo "make: installing koordlet-py at its dependency floors (.ci/constraints-min.txt) into $(VENV_MIN)"; \
-	"$(VENV_MIN)/bin/python" -m pip install --quiet -c .ci/constraints-min.txt -e '.[test]'; \
+	echo "make: installing koordlet-py at its dependency floors (.ci/constraints-min.txt) into $(VENV_MIN); pip's steps follow"; \
+	"$(VENV_MIN)/bin/python" -m pip install -c .ci/constraints-min.txt -e '.[test]'; \
 	touch "$@"
 
 test-min: $(STAMP_MIN)
@@ -101,8 +105,8 @@ proto: venv
 	$(BIN)/python proto/generate.py
 
 # The container image without a registry (README "Image"; root): an OCI archive at IMAGE_OUT whose root filesystem
-# is Debian 12 from its packages (debootstrap minbase + python3, kept in IMAGE_CACHE for a week) with the agent in a
-# venv at /opt/koordlet; image/build.py says how. `ctr -n k8s.io images import $(IMAGE_OUT)` loads it on a node;
+# is Debian 12 from its packages (debootstrap minbase + python3 from the mirror this machine's apt uses, kept in
+# IMAGE_CACHE for a week) with the agent in a venv at /opt/koordlet; image/build.py says how. `ctr -n k8s.io images import $(IMAGE_OUT)` loads it on a node;
 # IMAGE_REF is the name it gets there (the manifests' image by default). The Containerfile builds the same image
 # where a registry serves debian:12-slim.
 IMAGE_OUT   ?= build/image/koordlet-image.tar

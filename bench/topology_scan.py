@@ -12,7 +12,6 @@ import argparse
 import os
 import statistics
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _paced import back_to_back, paced  # bench/ is on sys.path when run as a script
 
+from doubles.sysfsdump import unpack
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import read_topology
 from koordlet.reporters import nrt
@@ -84,10 +84,8 @@ def main() -> int:
         print(f"skipped fixture: {FIXTURES} not found")
         return 0
     with tempfile.TemporaryDirectory() as d:
-        with tarfile.open(FIXTURES / f"{LARGEST}.tar.bz2") as tf:
-            tf.extractall(d, filter="data")
-        (top,) = os.listdir(d)
-        measure(LARGEST, HostPaths.under(os.path.join(d, top)), args.runs, args.paced_runs)
+        measure(LARGEST, HostPaths.under(str(unpack(FIXTURES / f"{LARGEST}.tar.bz2", Path(d)))), args.runs,
+                args.paced_runs)
     return 0
 
 

@@ -22,7 +22,8 @@ base image pulled: the same image the Containerfile builds from ``debian:12-slim
 Every file is owned by root (uid 0) and none is writable by others but the sticky ``/tmp`` and ``/var/tmp``: the
 agent runs as root, so a file another user could change would be code that user runs as root; the build checks it.
 
-Needs root (debootstrap, chroot), ``debootstrap``, a Debian mirror (``--mirror``) and pip's package index.
+Needs root (debootstrap, chroot), ``debootstrap``, a Debian mirror (``--mirror``; by default the one this machine's
+apt uses, image/aptmirror.py) and pip's package index.
 Run from the repository root: ``python -m image.build --out build/image/koordlet-image.tar`` (``make image``).
 tests/realruntime/test_image.py calls :func:`build` and runs the result under containerd as the DaemonSet does.
 """
@@ -45,10 +46,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from doubles.ociimage import Layer, write_archive, write_layer
+from image.aptmirror import NoMirror, debian_mirror
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
 PACKAGES = ("python3",)
 PREFIX = "/opt/koordlet"
 REF = "ghcr.io/koordlet-py/koordlet:latest"       # the manifests' image: an imported archive serves them as they are
@@ -214,13 +215,13 @@ def copy_sources(dest: str) -> None:
     """The checkout's files (git's view: tracked and untracked, not ignored) into ``dest``; pip builds in the source
     tree, and the checkout is not to be written to."""
     names: list[str] | None = None
-    if os.path.isdir(os.path.join(ROOT, ".git")) and shutil.which("git"):
+    if os.path.exists(os.path.join(ROOT, ".git")) and shutil.which("git"):      # a clone's directory, a worktree's file
         done = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                               capture_output=True, check=False)
         if done.returncode == 0:
             names = [n for n in done.stdout.decode().split("\0") if n]
     if names is None:
-        shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(
+        shutil.copytree(ROOT, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
             ".git", ".venv*", "build", "dist", "var", "__pycache__", "*.egg-info", ".*_cache"))
         return
     for name in names:
@@ -361,12 +362,18 @@ def _unmount_under(path: str) -> None:
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
-def build(out: str, ref: str = REF, cache: str | None = None, suite: str = SUITE, mirror: str = MIRROR,
+def build(out: str, ref: str = REF, cache: str | None = None, suite: str = SUITE, mirror: str | None = None,
           max_age_days: float = 7.0, log: Callable[[str], None] = lambda _: None) -> Result:
-    """The image as an OCI archive at ``out`` (its directory is made; the work dir beside it is removed)."""
+    """The image as an OCI archive at ``out`` (its directory is made; the work dir beside it is removed).
+    ``mirror``: the Debian archive to debootstrap from; None: the one this machine's apt uses."""
     reason = missing()
     if reason:
         raise BuildError(reason)
+    if mirror is None:
+        try:
+            mirror = debian_mirror()
+        except NoMirror as e:
+            raise BuildError(f"{e}, or pass --mirror") from None
     out = os.path.abspath(out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     work = tempfile.mkdtemp(prefix=".koordlet-image-", dir=os.path.dirname(out))
@@ -414,7 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache-max-age-days", type=float, default=7.0,
                         help="debootstrap again once the cached root is this old (default: %(default)s)")
     parser.add_argument("--suite", default=SUITE, help="Debian suite (default: %(default)s)")
-    parser.add_argument("--mirror", default=MIRROR, help="Debian mirror (default: %(default)s)")
+    parser.add_argument("--mirror", default=None,
+                        help="Debian mirror (default: the first Debian archive in this machine's apt sources)")
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:

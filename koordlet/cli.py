@@ -4,7 +4,9 @@ Without a subcommand, ``koordlet <flags>`` is ``koordlet run <flags>``: upstream
 so an upstream DaemonSet's command and args start the agent unchanged. Upstream's flags that are not options here
 are accepted too (:mod:`koordlet.ops.compat`), each announced with one log line at start-up.
 
-Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key).
+Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage (the message names the key), 141 stdout closed
+before everything was written (``koordlet doctor | head -3``; what a shell shows for a command a closed pipe
+stopped), quietly.
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ _LOGGING = ("log-level", "log-format")
 _HOST = ("agent-mode", "cgroup-root-dir", "sys-root-dir", "sys-fs-root-dir", "proc-root-dir", "var-run-root-dir",
          "run-root-dir", "var-lib-kubelet-dir", "terway-qos-dir")
 # doctor: the host, and what decides whether each component is on (gates, periods, enable-* switches) and where
-# its probe looks
+# its probe looks, and whether this is a node of a cluster (which profile doctor shows by default)
 _DOCTOR = frozenset(_HOST + _LOGGING + ("node-name", "standalone", "cgroup-driver", "feature-gates", "report-dir",
                                         "runtime-hooks-nri-socket-path", "hami-core-library-directory-path",
-                                        "pod-resources-proxy-path", "xpu-device-infos-dir")
+                                        "pod-resources-proxy-path", "xpu-device-infos-dir", "pod-source",
+                                        "kubelet-token-file", "kubelet-insecure-tls")
                     + tuple(o.name for o in OPTIONS if o.name.endswith("-interval") or o.name.startswith("enable-")))
 # report: everything but what only the daemon uses (the listener, the on-disk cache and checkpoints, the API server
 # connection: a one-shot run never connects, and the audit log)
@@ -100,10 +103,11 @@ def _argv(argv: Sequence[str] | None) -> list[str]:
     return normalize_argv(args)
 
 
-def _config(args: argparse.Namespace) -> tuple[Config, tuple[Note, ...]]:
+def _config(args: argparse.Namespace, **implied: Any) -> tuple[Config, tuple[Note, ...]]:
     """The configuration, and one note per upstream flag given that is mapped or inert here and per feature gate
-    that is on but has no effect (:func:`koordlet.ops.compat.gate_notes`)."""
-    flags = flag_values(args)
+    that is on but has no effect (:func:`koordlet.ops.compat.gate_notes`). ``implied``: options the command sets
+    as if given on the command line."""
+    flags = {**implied, **flag_values(args)}
     upstream = resolve(args, flags)
     config = build(file=args.config_file, flags={**upstream.options, **flags},
                    require_node=args.command in ("run", "report"))
@@ -118,6 +122,29 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+class StdoutClosed(Exception):
+    """Whoever read stdout has gone (``koordlet doctor | head -3``): the command ends quietly."""
+
+
+def out(text: str, end: str = "\n") -> None:
+    """Print ``text`` to stdout and flush it, so that a reader that has gone is found here, as :class:`StdoutClosed`
+    (a write anywhere else that meets a closed pipe stays the error it is)."""
+    try:
+        print(text, end=end, flush=True)
+    except BrokenPipeError:
+        raise StdoutClosed from None
+
+
+def _flush() -> None:
+    """Flush stdout, a reader that has gone found as in :func:`out`."""
+    if sys.stdout is None:      # started with stdout closed: print writes nowhere
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise StdoutClosed from None
 
 
 _STANDALONE_HINT = ("without a cluster, run with --standalone (pods from this host's cgroup tree, named by "
@@ -171,9 +198,9 @@ def cmd_report(config: Config, output: str) -> int:
         print(f"koordlet: cannot build the reports: {e}", file=sys.stderr)
         return 1
     if output == "json":
-        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+        out(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
-        print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+        out(yaml.safe_dump_all(objects, sort_keys=False), end="")
     return 0
 
 
@@ -185,7 +212,7 @@ def cmd_run(config: Config, once: bool) -> int:
         if isinstance(shot, int):
             return shot
         agent, samples = shot
-        print(summary(agent, samples))
+        out(summary(agent, samples))
         return 0
     # the listener first: a taken port must fail before anything exists on disk (the metric cache directory)
     try:
@@ -291,7 +318,8 @@ def device_features(devices: Devices) -> list[Feature]:
 
 def component_support(config: Config, paths: HostPaths, cgroups: Cgroups) -> list[tuple[str, str, bool, bool, str]]:
     """(name, kind, enabled, supported, detail) of every registered component: what doctor prints below the host
-    features. A component without a probe needs nothing the host could lack."""
+    features. A component without a probe needs nothing the host could lack; a report for the API server is off
+    standalone, and says where its object goes instead."""
     from koordlet import collectors, qos, reporters, services
     rows = []
     kinds: list[tuple[str, tuple[Plugin[Any], ...]]] = [
@@ -300,37 +328,78 @@ def component_support(config: Config, paths: HostPaths, cgroups: Cgroups) -> lis
     for kind, plugins in kinds:
         for plugin in plugins:
             ok, why = plugin.probe(config, paths, cgroups) if plugin.probe else (True, "-")
+            if plugin.cluster and config.standalone:
+                why = ("standalone: no API server; the files report writes its object into report-dir"
+                       if config.report_dir else "standalone: no API server, and no report-dir for its object")
             rows.append((plugin.name, kind, plugin.enabled(config), ok, why))
     return rows
 
 
-def cmd_doctor(config: Config) -> int:
+def doctor_profile(args: argparse.Namespace, config: Config,
+                   notes: tuple[Note, ...]) -> tuple[Config, tuple[Note, ...], str]:
+    """The configuration doctor reports for, its notes, and the line that says which profile that is and why.
+    Outside a cluster that is the standalone profile (what ``make run`` runs) unless the standalone option is set
+    either way: the components a person will run here are the ones to check."""
+    if config.standalone:
+        return config, notes, "profile: standalone (as `make run` and `koordlet run --standalone` run the agent)"
+    problem = no_cluster(config)
+    if problem is None or config.sources.get("standalone") != "default":
+        return config, notes, ("profile: cluster (pods from the kubelet, reports to the API server); --standalone "
+                               "shows what `make run` runs")
+    config, notes = _config(args, standalone=True)
+    return config, notes, (f"profile: standalone, as `make run` runs the agent: {problem}; --standalone=false "
+                           "shows the cluster profile")
+
+
+def cmd_doctor(config: Config, profile: str = "") -> int:
+    """The host's features, then every component: on or off under ``config``, supported here or why not.
+    ``profile``: the line that says which profile ``config`` is (:func:`doctor_profile`)."""
     from koordlet.host.cgroup import Cgroups
     from koordlet.host.paths import HostPaths
     from koordlet.host.probes import probe
     paths = HostPaths.from_config(config)
     cgroups = Cgroups.detect(paths, config.cgroup_driver)
     features = probe(paths, cgroups) + device_features(read_devices(paths))
-    print(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
-    print(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
-                 ("FEATURE", "SUPPORTED", "DETAIL")))
-    print()
-    print(_table([(name, kind, "on" if on else "off", "yes" if ok else "no", why)
-                  for name, kind, on, ok, why in component_support(config, paths, cgroups)],
-                 ("COMPONENT", "KIND", "ENABLED", "SUPPORTED", "DETAIL")))
+    out(f"koordlet-py {__version__} doctor  cgroup-root={config.cgroup_root_dir}  sys-root={config.sys_root_dir}")
+    if profile:
+        out(profile)
+    out(_table([(f.name, "yes" if f.supported else "no", f.detail) for f in features],
+               ("FEATURE", "SUPPORTED", "DETAIL")))
+    out("")
+    out(_table([(name, kind, "on" if on else "off", "yes" if ok else "no", why)
+                for name, kind, on, ok, why in component_support(config, paths, cgroups)],
+               ("COMPONENT", "KIND", "ENABLED", "SUPPORTED", "DETAIL")))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; one whose stdout was closed before it finished ends quietly with 141 (module docstring)."""
+    try:
+        try:
+            return _command(argv)
+        finally:
+            _flush()            # what argparse's --help and --version left in the buffer
+    except StdoutClosed:
+        # what is still buffered can go nowhere: stdout onto /dev/null, so the interpreter's last flush is quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = _parser()
     words = _argv(argv)
     implied = words[:1] == ["run"] and (argv if argv is not None else sys.argv[1:])[:1] != ["run"]
+    profile = ""
     try:
         args = parser.parse_args(words)
         if args.command == "version":
-            print(f"koordlet-py {__version__}")
+            out(f"koordlet-py {__version__}")
             return 0
         config, notes = _config(args)
+        if args.command == "doctor":
+            config, notes, profile = doctor_profile(args, config, notes)
     except ConfigError as e:
         hint = " (no command given, so `koordlet run`; `koordlet --help` lists the commands)" if implied else ""
         print(f"koordlet: configuration error: {e}{hint}", file=sys.stderr)
@@ -340,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         return cmd_run(config, args.once)
     if args.command == "doctor":
-        return cmd_doctor(config)
+        return cmd_doctor(config, profile)
     if args.command == "report":
         return cmd_report(config, args.output)
     return cmd_topology(config, args.output)
@@ -373,7 +442,7 @@ def cmd_topology(config: Config, output: str) -> int:
     from koordlet.states.topology import render
     paths = HostPaths.from_config(config)
     topo = read_topology(paths)
-    print(render(topo, output, read_devices(paths)))
+    out(render(topo, output, read_devices(paths)))
     for problem in topo.problems:
         print(f"koordlet topology: skipped: {problem}", file=sys.stderr)
     return 0

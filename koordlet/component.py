@@ -1,8 +1,9 @@
 """Components: how a QoS strategy, a collector, a report or a service declares itself, and the loops that run them.
 
 Each component module ends with one ``PLUGIN = Plugin(...)`` line: its name, the feature gates that enable it, the
-options it also needs, how it builds itself from a :class:`Context`, its period (collectors and reports) and, where
-the host may lack what it needs, a probe that says so (``koordlet doctor`` prints these). The package lists its
+options it also needs, how it builds itself from a :class:`Context`, its period (collectors and reports), whether it
+needs a cluster (reports for the API server: off standalone) and, where the host may lack what it needs, a probe
+that says so (``koordlet doctor`` prints these). The package lists its
 plugins in order (``koordlet/qos/__init__.py``, ``koordlet/collectors/__init__.py``,
 ``koordlet/reporters/__init__.py``, ``koordlet/services.py``); the agent builds the enabled ones and runs them under
 :class:`Loops`. Adding a component is its module plus one line in that list (plus the config table if it has
@@ -98,9 +99,11 @@ class Plugin(Generic[T_co]):
     period: Callable[[Config], float] | None = None        # collectors and reports: seconds between runs
     probe: Probe | None = None                             # does this host support it, and why not
     primary: bool = False                                  # collectors: part of the main usage cycle (run --once)
+    cluster: bool = False                                  # reports: sent to the API server, so never standalone
 
     def enabled(self, config: Config) -> bool:
-        return (not self.gates or any(config.gate(g) for g in self.gates)) and self.when(config)
+        return ((not self.gates or any(config.gate(g) for g in self.gates)) and self.when(config)
+                and not (self.cluster and config.standalone))
 
 
 def build_enabled(plugins: tuple[Plugin[T], ...], ctx: Context) -> list[tuple[Plugin[T], T]]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from koordlet.base import wire
 from koordlet.base.logutil import LogOnce
-from koordlet.component import Context, Plugin, Tick
+from koordlet.component import Context, Plugin, Tick, host_probe
+from koordlet.host import probes
 from koordlet.host.nvml import GPU_LOST, Gpu, GpuHealth, GpuInventory, GpuUsage, Nvml, NvmlUnavailable
 from koordlet.host.paths import HostPaths
 from koordlet.host.procfs import read_process_cgroup
@@ -255,4 +256,5 @@ def _build(ctx: Context) -> GpuDevices:
     return devices
 
 
-PLUGIN = Plugin("gpu", _build, gates=("Accelerators",), period=lambda c: c.collect_res_used_interval, primary=True)
+PLUGIN = Plugin("gpu", _build, gates=("Accelerators",), period=lambda c: c.collect_res_used_interval, primary=True,
+                probe=host_probe(probes.nvidia_gpus))

@@ -27,7 +27,8 @@ import logging
 
 from hami_bridge.inject import HostLayout
 from koordlet.base.logutil import LogOnce
-from koordlet.component import Context, Plugin, Tick, collecting
+from koordlet.component import Context, Plugin, Tick, collecting, host_probe
+from koordlet.host import probes
 from koordlet.host.hamicore import list_regions, read_shared_region
 from koordlet.metriccache import Sample
 from koordlet.ops.metrics import AgentMetrics
@@ -84,4 +85,4 @@ def _build(ctx: Context) -> HamiVGPUCollector:
 
 
 PLUGIN = Plugin("hami-vgpu", _build, gates=("HamiCoreVGPUMonitor",), when=collecting,
-                period=lambda c: c.collect_res_used_interval)
+                period=lambda c: c.collect_res_used_interval, probe=host_probe(probes.nvidia_gpus))

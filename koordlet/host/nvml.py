@@ -403,6 +403,21 @@ class Nvml:
                 health.mark(b, f"Xid{xid}", f"failed to get device, error: {e}")
 
 
+def supported(paths: HostPaths) -> tuple[bool, str]:
+    """Are there NVIDIA GPUs NVML can see? What the GPU collectors need (``koordlet doctor``); one short session."""
+    try:
+        session = Nvml.open(paths)
+    except NvmlUnavailable as e:
+        return False, str(e)
+    try:
+        count = len(session.bus_ids())
+    except session.lib.NVMLError as e:
+        return False, f"nvmlDeviceGetCount failed: {e}"
+    finally:
+        session.close()
+    return (True, f"{count} GPU(s)") if count else (False, "NVML works but lists no GPU")
+
+
 class GpuHealth:
     """Unhealthy GPUs by bus id, with the condition reason and message the Device report carries.
 

@@ -132,6 +132,12 @@ def hardware_perf(paths: HostPaths, cgroups: Cgroups) -> Support:
         return False, f"perf_event_open(cycles): {why}"
 
 
+def nvidia_gpus(paths: HostPaths, cgroups: Cgroups) -> Support:
+    """GPUs for the GPU collectors: without one they have nothing to read."""
+    from koordlet.host import nvml
+    return nvml.supported(paths)
+
+
 def psi(paths: HostPaths, cgroups: Cgroups) -> Support:
     """Node PSI, and per-cgroup PSI (pods and containers)."""
     from koordlet.host import psi

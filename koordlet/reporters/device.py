@@ -276,4 +276,4 @@ class DeviceReport:
 
 
 PLUGIN = Plugin("device", lambda ctx: DeviceReport(ctx) if ctx.node.cluster and ctx.node.cluster.device else None,
-                gates=("Accelerators",), when=lambda c: c.node_topology_sync_interval > 0)
+                gates=("Accelerators",), when=lambda c: c.node_topology_sync_interval > 0, cluster=True)

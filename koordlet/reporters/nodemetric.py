@@ -395,4 +395,4 @@ class NodeMetricReport:
 
 
 PLUGIN = Plugin("nodemetric", lambda ctx: NodeMetricReport(ctx) if ctx.node.cluster else None,
-                when=lambda c: c.enable_node_metric_report)
+                when=lambda c: c.enable_node_metric_report, cluster=True)

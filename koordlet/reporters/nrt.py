@@ -299,4 +299,4 @@ class NRTReport:
 
 
 PLUGIN = Plugin("noderesourcetopology", lambda ctx: NRTReport(ctx) if ctx.node.cluster else None,
-                gates=("NodeTopologyReport",), when=lambda c: c.node_topology_sync_interval > 0)
+                gates=("NodeTopologyReport",), when=lambda c: c.node_topology_sync_interval > 0, cluster=True)

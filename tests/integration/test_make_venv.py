@@ -1,5 +1,6 @@
 """The Makefile's venv target as a first-time user meets it: a first `make run` / `make test` cut short leaves a
-half-made venv, and the next one must finish the job instead of failing on it.
+half-made venv, and the next one must finish the job instead of failing on it; a first install shows its steps and
+pip's progress.
 
 Real make, real ``python -m venv`` and real pip, on a stand-in project in a temporary directory (the repository's
 Makefile run with ``-C``): a one-module project whose in-tree PEP 660 backend needs nothing from an index, so pip
@@ -91,6 +92,13 @@ def test_a_half_made_venv_is_made_again_and_a_finished_one_left_alone(project, t
     assert first.returncode == 0, first.stdout + first.stderr
     assert "half made" in first.stdout
     assert (venv / ".koordlet-installed").exists() and installed(venv)
+    # a first install shows its steps and pip's own output as it goes, not a minute or two of silence
+    steps = [line.split(" (")[0] for line in first.stdout.splitlines()
+             if line.startswith("make: ") and not line.startswith(("make: Entering", "make: Leaving"))]
+    assert steps[1:] == [
+        "make: installing koordlet-py and its test tools into " + str(venv), "make: 1/2 upgrading pip",
+        "make: 2/2 installing koordlet-py with its dependencies and test tools", f"make: {venv} is ready"], steps
+    assert "Successfully installed stand-in-0" in first.stdout
 
     again = make_venv(project, venv)             # done: nothing to do, nothing reinstalled
     assert again.returncode == 0 and "installing" not in again.stdout, again.stdout + again.stderr

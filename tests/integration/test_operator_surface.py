@@ -5,6 +5,7 @@
 - ``--log-format json``: every line of a running agent is one JSON object with the message's fields as keys;
 - outside a cluster, ``run --once`` and ``report --once`` say to use ``--standalone`` (exit 2, nothing printed on
   stdout) instead of failing on the token file or printing an empty summary;
+- a closed stdout (``koordlet doctor | head -3``) ends every command quietly: exit 141, no traceback;
 - the start-up log says where the state and the reports go, and (root, standalone: ``make run``) that the agent
   enforces QoS on this host and how to turn that off;
 - a running agent's /metrics has every family the alert rules and the dashboard read, the process's own included.
@@ -143,8 +144,9 @@ def test_ipv6_and_dual_stack_listen_addresses(tmp_path, agents):
     agents.append(both)
     assert wait_for(lambda: get(f"http://[::1]:{port}/healthz")[0] == 200, timeout=30), "\n".join(both.lines)
     assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200            # IPv4 clients on the same socket
-    # /events stays loopback-only for an IPv4 loopback client arriving as ::ffff:127.0.0.1
-    assert get(f"http://127.0.0.1:{port}/events")[0] == 200
+    # /events stays loopback-only for an IPv4 loopback client arriving as ::ffff:127.0.0.1; it is the audit trail
+    # of the agent's kernel writes, so a normal user's agent (no enforcement) has none and no /events
+    assert get(f"http://127.0.0.1:{port}/events")[0] == (200 if os.geteuid() == 0 else 404)
     for agent in (only6, both):
         assert agent.stop() == 0
 
@@ -196,6 +198,35 @@ def test_one_shot_commands_outside_a_cluster_say_to_use_standalone(tmp_path, arg
     # without a node name it is the same advice
     unnamed = run_cli(tmp_path, *args, env={"NODE_NAME": ""})
     assert unnamed.returncode == 2 and "--standalone" in unnamed.stderr
+
+
+@pytest.mark.parametrize("args,unbuffered", [
+    (["version"], True), (["--help"], False), (["doctor"], True), (["doctor"], False), (["topology"], True),
+    (["report", "--once", "--standalone"], True), (["run", "--once", "--standalone"], True)],
+    ids=["version", "help-buffered", "doctor", "doctor-buffered", "topology", "report-once", "run-once"])
+def test_a_closed_stdout_ends_every_command_quietly(tmp_path, args, unbuffered):
+    """As ``koordlet doctor | head -3``, with the reader gone before the first write: whether the write fails at
+    once (PYTHONUNBUFFERED) or at a flush, the command ends with 141 (as one a closed pipe stopped) and says
+    nothing."""
+    host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)
+    host.add_pod(KubeQOS.BURSTABLE, "uid-web", CgroupValues(cpu_ns=1, anon=64 << 20),
+                 {A: CgroupValues(cpu_ns=1, anon=60 << 20)})
+    flags = [] if args in (["version"], ["--help"]) else ["--cgroup-root-dir", host.paths.cgroup_root]
+    if args[0] in ("report", "run"):
+        flags += ["--node-name", "node-a", "--var-run-root-dir", str(tmp_path), "--collect-res-used-interval", "0.2"]
+    env = {**os.environ, "STATE_DIRECTORY": str(tmp_path / "state")}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "koordlet", *args, *flags], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path, env=env)
+    finally:
+        os.close(write)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
 
 
 def test_a_running_agent_exports_what_the_rules_and_dashboard_read(tmp_path, agents):

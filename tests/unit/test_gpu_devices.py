@@ -967,13 +967,29 @@ def test_cli_topology_with_h100(tmp_path, monkeypatch, capsys):
 
 
 def test_cli_doctor_gpus(tmp_path, monkeypatch, capsys):
+    """The host's GPUs, and the GPU collectors supported only where there are GPUs to read."""
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
     host = FakeHost(str(tmp_path / "host"), CgroupVersion.V2, Driver.SYSTEMD)
+    flags = ["--standalone", "--feature-gates", "GPUEnvInject=true,HamiCoreVGPUMonitor=true"] + cli_flags(host)
+
+    def rows() -> dict[str, list[str]]:
+        """The GPU feature's (SUPPORTED, DETAIL) as "gpus", each GPU collector's (KIND ... DETAIL) by name."""
+        lines = capsys.readouterr().out.splitlines()
+        found = {line.split()[0]: line.split(None, 4)[1:] for line in lines if line.startswith(("gpu ", "hami"))}
+        (gpus,) = [line.split(None, 3)[2:] for line in lines if line.startswith("gpus (nvml)")]
+        return found | {"gpus": gpus}
+
     install(monkeypatch, host.paths, fakenvml.h100_sxm8)
-    assert main(["doctor"] + cli_flags(host)) == 0
-    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("gpus (nvml)")]
-    assert line.split(None, 3)[2:] == ["yes", "8 GPU(s), driver 550.54.15, CUDA 12.4"]
+    assert main(["doctor"] + flags) == 0
+    found = rows()
+    assert found["gpus"] == ["yes", "8 GPU(s), driver 550.54.15, CUDA 12.4"]
+    assert found["gpu"] == ["collector", "on", "yes", "8 GPU(s)"]
+    assert found["hami-vgpu"] == ["collector", "on", "yes", "8 GPU(s)"]
 
     monkeypatch.setitem(sys.modules, "pynvml", fakenvml.absent())
-    assert main(["doctor"] + cli_flags(host)) == 0
-    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("gpus (nvml)")]
-    assert line.split(None, 3)[2:] == ["no", "libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"]
+    assert main(["doctor"] + flags) == 0
+    absent = "libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+    found = rows()
+    assert found["gpus"] == ["no", absent]
+    assert found["gpu"] == ["collector", "on", "no", absent]
+    assert found["hami-vgpu"] == ["collector", "on", "no", absent]

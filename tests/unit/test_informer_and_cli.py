@@ -125,6 +125,39 @@ def test_doctor_on_a_v2_tree(tmp_path, capsys):
     assert resctrl.split()[1:4] == ["strategy", "on", "no"]
 
 
+def test_doctor_reports_for_the_profile_that_will_run(tmp_path, monkeypatch, capsys):
+    """Outside a cluster doctor shows the standalone profile, what `make run` runs (the files report, the GPU
+    collector, no report for an API server); in a cluster, or asked, the cluster profile; it says which and why."""
+    monkeypatch.setitem(sys.modules, "pynvml", fakenvml.absent())
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    host = FakeHost(str(tmp_path / "h"), CgroupVersion.V2, Driver.SYSTEMD)
+    token = tmp_path / "token"
+
+    def doctor(*args: str) -> tuple[str, dict[str, list[str]]]:
+        assert main(["doctor", "--kubelet-token-file", str(token), *args] + fake_host_flags(host)) == 0
+        lines = capsys.readouterr().out.splitlines()
+        start = lines.index(next(line for line in lines if line.startswith("COMPONENT")))
+        return lines[1], {line.split()[0]: line.split(None, 4)[1:] for line in lines[start + 1:]}
+
+    profile, rows = doctor()                       # no token file: not a node of a cluster
+    assert profile == (f"profile: standalone, as `make run` runs the agent: the kubelet token file {token} does not "
+                       "exist (not in a pod of a cluster); --standalone=false shows the cluster profile")
+    assert rows["files"][:2] == ["report", "on"] and rows["gpu"][:3] == ["collector", "on", "no"]
+    for report in ("nodemetric", "noderesourcetopology", "device"):
+        assert rows[report] == ["report", "off", "yes",
+                                "standalone: no API server; the files report writes its object into report-dir"]
+    assert doctor("--standalone")[0].startswith("profile: standalone (as `make run`")
+    assert doctor("--standalone")[1] == rows
+
+    cluster = "profile: cluster (pods from the kubelet, reports to the API server); --standalone shows what"
+    profile, asked = doctor("--standalone=false")
+    assert profile.startswith(cluster)
+    assert asked["files"][:2] == ["report", "off"] and asked["gpu"][:2] == ["collector", "off"]
+    assert asked["nodemetric"] == ["report", "on", "yes", "-"] and asked["device"][:2] == ["report", "off"]
+    token.write_text("t")                          # a pod of a cluster
+    assert doctor() == (profile, asked)
+
+
 def test_topology_command_on_this_host(capsys):
     assert main(["topology", "--output", "json"]) == 0
     data = json.loads(capsys.readouterr().out)

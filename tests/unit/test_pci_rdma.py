@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import tarfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from doubles.fakepci import FakePci
+from doubles.sysfsdump import unpack
 from koordlet.host.paths import HostPaths
 from koordlet.host.pci import PciPlacement, driver_bus_ids, normalize_bus_id, placement
 from koordlet.host.rdma import RdmaDevice, discover_rdma
@@ -253,17 +253,9 @@ def parse_hwloc_pci(path: Path) -> dict[str, HwlocPci]:
 
 @pytest.fixture(scope="module")
 def pci_dump(tmp_path_factory) -> HostPaths:
-    tarball = FIXTURES / f"{PCI_DUMP}.tar.bz2"
-    dest = tmp_path_factory.mktemp("pcidump")
-    tops = set()
-    with tarfile.open(tarball) as tf:
-        for m in tf:                  # one pass: a bzip2 stream cannot seek back cheaply
-            top, _, rel = m.name.partition("/")
-            tops.add(top)
-            if _PCI_FILES.match(rel):
-                tf.extract(m, dest, filter="data")     # data filter: nothing may land or point outside dest
-    (top,) = tops
-    return HostPaths.under(str(dest / top))
+    root = unpack(FIXTURES / f"{PCI_DUMP}.tar.bz2", tmp_path_factory.mktemp("pcidump"),
+                  lambda m, rel: bool(_PCI_FILES.match(rel)))
+    return HostPaths.under(str(root))
 
 
 def test_real_dump_placement_matches_hwloc(pci_dump):

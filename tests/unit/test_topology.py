@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from doubles.sysfsdump import unpack
 from koordlet.host.cgroup import parse_cpu_list
 from koordlet.host.paths import HostPaths
 from koordlet.host.topology import (
@@ -202,20 +202,9 @@ def extracted(tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in cache:
-            dest = tmp_path_factory.mktemp(name.replace("+", "_"))
-            tops = set()
-            with tarfile.open(FIXTURES / f"{name}.tar.bz2") as tf:
-                # only the wanted regular files: creating files dominates this module's run time on a slow disk;
-                # data_filter still refuses any member that would land outside `dest`
-                for m in tf:
-                    top, _, rel = m.name.partition("/")
-                    tops.add(top)
-                    if m.isreg() and _WANTED.match(rel):
-                        target = dest / tarfile.data_filter(m, str(dest)).name
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        target.write_bytes(tf.extractfile(m).read())
-            (top,) = tops                                  # the dump's own root dir, not always the tarball's name
-            cache[name] = dest / top
+            # only the wanted regular files: creating files dominates this module's run time on a slow disk
+            cache[name] = unpack(FIXTURES / f"{name}.tar.bz2", tmp_path_factory.mktemp(name.replace("+", "_")),
+                                 lambda m, rel: m.isreg() and bool(_WANTED.match(rel)))
         return cache[name]
     return get
 
