@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import socketserver
 import threading
 import time
@@ -289,15 +288,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output clean; ``requests`` is the record."""
-
-
-def connect_refused(path: str) -> bool:
-    """Whether nothing serves ``path`` (a dead copilot's socket)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-    except OSError:
-        return True
-    finally:
-        s.close()
-    return False
