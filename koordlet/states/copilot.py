@@ -35,8 +35,7 @@ from koordlet.states.pod import Resources, container_resources
 
 PATH_CONTAINERS = "/v1/containers"
 PATH_KILL_BY_RESOURCE = "/v1/killContainersByResource"
-LIST_TIMEOUT = 2.0          # seconds for one listing, connect to last byte (the discovery loop's own thread)
-KILL_TIMEOUT = 5.0          # seconds for one eviction request (the QoS loop waits for it)
+TIMEOUT = 2.0               # seconds for one call, connect to last byte (an eviction's call holds the QoS cycle)
 MAX_BODY = 4 << 20          # bytes of one answer, headers included: ~5,000 entries of the published shape
 MAX_CONTAINERS = 2048       # entries of one listing: a NodeManager runs a few hundred containers at most
 MAX_DEPTH = 8               # JSON nesting of a listing (list > entry > resources > limits: 4)
@@ -75,10 +74,10 @@ def parse_containers(raw: bytes) -> tuple[list[YarnContainer], dict[str, str]]:
         try:
             container = _container(key, entry, label)
         except decode.DecodeError as e:
-            problems[label] = f"{e}; left out"
+            problems[label] = e.problem
             continue
         if container.uid in seen:
-            problems[label] = f"{key}: {label}: uid {container.uid!r} listed twice; the second is left out"
+            problems[label] = f"uid {container.uid!r} listed twice"
             continue
         seen.add(container.uid)
         containers.append(container)
@@ -149,27 +148,25 @@ class _Replay:
 class CopilotClient:
     """HTTP/1.1 to the copilot's unix socket ``path``: one connection per call, closed after it."""
 
-    def __init__(self, path: str, *, list_timeout: float = LIST_TIMEOUT, kill_timeout: float = KILL_TIMEOUT,
-                 max_body: int = MAX_BODY) -> None:
-        self.path = path
-        self.list_timeout, self.kill_timeout, self.max_body = list_timeout, kill_timeout, max_body
+    def __init__(self, path: str, *, timeout: float = TIMEOUT, max_body: int = MAX_BODY) -> None:
+        self.path, self.timeout, self.max_body = path, timeout, max_body
 
     def containers(self) -> tuple[list[YarnContainer], dict[str, str]]:
         """The YARN containers the copilot lists now (those not in a final state), and the problems of the entries
-        it refused; CopilotError when there is no usable answer within the listing timeout."""
-        return parse_containers(self._call("GET", PATH_CONTAINERS, None, self.list_timeout))
+        it refused; CopilotError when there is no usable answer within the timeout."""
+        return parse_containers(self._call("GET", PATH_CONTAINERS, None))
 
     def kill_by_resource(self, batch_cpu_milli: int, batch_memory_bytes: int) -> dict[str, int]:
         """Ask the copilot to free at least this much by killing YARN containers (it picks them: the newest that
         are not an ApplicationMaster first); what it says it released, by resource name."""
         body = json.dumps({"resources": {wire.BATCH_CPU: str(max(batch_cpu_milli, 0)),
                                          wire.BATCH_MEMORY: str(max(batch_memory_bytes, 0))}}).encode()
-        return parse_released(self._call("POST", PATH_KILL_BY_RESOURCE, body, self.kill_timeout))
+        return parse_released(self._call("POST", PATH_KILL_BY_RESOURCE, body))
 
-    def _call(self, method: str, target: str, body: bytes | None, timeout: float) -> bytes:
+    def _call(self, method: str, target: str, body: bytes | None) -> bytes:
         """The response body of a 2xx answer; CopilotError for anything else (no socket, timeout, too large,
         not HTTP, another status)."""
-        raw = self._exchange(method, target, body, timeout)
+        raw = self._exchange(method, target, body, self.timeout)
         response = http.client.HTTPResponse(_Replay(raw), method=method)  # type: ignore[arg-type]
         try:
             response.begin()

@@ -13,8 +13,10 @@ Rules, each costing only the container it refuses (logged once, and again when t
 
 - The dir is the copilot's ``cgroupDir`` relative to the root of every hierarchy (a leading ``/`` changes
   nothing, as in the copilot's own ``filepath.Join``); it must lie below the BestEffort QoS dir of this node's
-  driver, hold no ``..`` and no control character, resolve inside the cgroup root (no symlink out of it), and
-  exist in the cpu hierarchy: it is never created. A dir not there yet (a container starting) is skipped quietly.
+  driver, hold no ``..`` and no control character, resolve inside the cgroup root (no symlink out of it: checked
+  when the dir is first listed and again every :data:`RECHECK` seconds, since resolving every hierarchy of a few
+  hundred dirs each second would cost more than collecting them), and exist in the cpu hierarchy: it is never
+  created. A dir not there yet (a container starting) is skipped quietly.
 - The NodeManager pods are the pods labelled ``evict-by-copilot-pod-label-key=-value`` (upstream's default
   ``app.kubernetes.io/component=node-manager``) that are not terminating. A container belongs to the one whose dir
   holds it, else to the only one there is; a dir inside another pod, or equal to a pod's or one of its own
@@ -30,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from koordlet.base.logutil import LogOnce
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 
 Listed = tuple[tuple[YarnContainer, str], ...]      # (container, its cgroup dir relative to the root)
 NO_NODE_MANAGER = "nodemanager"
+RECHECK = 10.0                  # seconds between two resolving checks of a listed dir
 
 
 def container_dir(raw: str, layout: Layout) -> str:
@@ -62,7 +66,8 @@ def container_dir(raw: str, layout: Layout) -> str:
 def attach(pods: tuple[PodMeta, ...], listed: Listed, label: tuple[str, str]
            ) -> tuple[tuple[PodMeta, ...], dict[str, str]]:
     """``pods`` with the listed YARN containers added to their NodeManager pods (see the module docstring), and
-    the problems, keyed by container uid (one key, :data:`NO_NODE_MANAGER`, for the containers no pod takes)."""
+    the problems, keyed by container uid (one key, :data:`NO_NODE_MANAGER`, for the containers no pod takes: its
+    value ``count=<n> problem=<why>``)."""
     key, value = label
     managers = {m.cgroup_dir: m for m in pods if m.pod.labels.get(key) == value and not m.pod.terminating}
     by_dir = {m.cgroup_dir: m for m in pods}
@@ -72,13 +77,12 @@ def attach(pods: tuple[PodMeta, ...], listed: Listed, label: tuple[str, str]
     for yc, rel in listed:
         owner = _enclosing(rel, by_dir)
         if owner is not None:
-            where = f"yarn container {yc.name}: cgroup dir {rel}"
             if owner.cgroup_dir not in managers:
-                problems[yc.uid] = f"{where} is inside pod {owner.pod.key}, which is not a NodeManager pod " \
-                                   f"({key}={value}); left out"
+                problems[yc.uid] = f"cgroup dir {rel} is inside pod {owner.pod.key}, not a NodeManager pod " \
+                                   f"({key}={value})"
                 continue
             if rel == owner.cgroup_dir or any(rel == r for _, r in owner.containers):
-                problems[yc.uid] = f"{where} is pod {owner.pod.key}'s own; left out"
+                problems[yc.uid] = f"cgroup dir {rel} is pod {owner.pod.key}'s own"
                 continue
             target = owner
         elif len(managers) == 1:
@@ -89,9 +93,9 @@ def attach(pods: tuple[PodMeta, ...], listed: Listed, label: tuple[str, str]
         added.setdefault(target.cgroup_dir, []).append(
             (Container(yc.name, "", yc.uid, yc.resources, yarn=True), rel))
     if orphans:
-        problems[NO_NODE_MANAGER] = (f"yarn containers={orphans} left out: "
-                                   + (f"{len(managers)} NodeManager pods ({key}={value}) and their dirs are below "
-                                      f"none of them" if managers else f"no NodeManager pod ({key}={value}) here"))
+        problems[NO_NODE_MANAGER] = f"count={orphans} problem=" + (
+            f"{len(managers)} NodeManager pods ({key}={value}) and the dirs are below none of them" if managers
+            else f"no NodeManager pod ({key}={value}) here")
     if not added:
         return pods, problems
     return tuple(dataclasses.replace(m, containers=m.containers + tuple(added[m.cgroup_dir]))
@@ -120,6 +124,7 @@ class YarnContainers:
         self._label = label
         self._socket = socket
         self.listed: Listed = ()
+        self._resolved: dict[str, float] = {}           # listed dir -> when it last resolved inside the root
         self._answered = False           # the copilot has answered once (before that, its failure is not news)
         self._down = LogOnce(log, logging.ERROR)
         self._refused = LogOnce(log, logging.ERROR)     # per container name, from the listing or the dir checks
@@ -145,22 +150,28 @@ class YarnContainers:
             log.info("yarn copilot answering socket=%s containers=%d", self._socket, len(containers))
         self._answered = True
         listed = []
+        now = time.monotonic()
+        resolved: dict[str, float] = {}
         for container in containers:
             try:
                 rel = container_dir(container.cgroup_dir, self._cgroups.layout)
             except ValueError as e:
-                problems[container.name] = f"yarn container {container.name}: cgroupDir " \
-                                          f"{container.cgroup_dir[:200]!r} {e}; left out"
+                problems[container.name] = f"cgroupDir {container.cgroup_dir[:200]!r} {e}"
                 continue
-            target = self._cgroups.escape(rel)
-            if target is not None:
-                problems[container.name] = f"yarn container {container.name}: cgroup dir {rel} resolves to " \
-                                          f"{target}, outside the cgroup root; left out"
+            if not self._cgroups.has_dir("cpu", rel):
                 continue
-            if self._cgroups.has_dir("cpu", rel):
-                listed.append((container, rel))
-        for uid, problem in problems.items():
-            self._refused(uid, "%s", problem)
+            checked = self._resolved.get(rel)
+            if checked is None or now - checked >= RECHECK:
+                target = self._cgroups.escape(rel)
+                if target is not None:
+                    problems[container.name] = f"cgroup dir {rel} resolves to {target}, outside the cgroup root"
+                    continue
+                checked = now
+            resolved[rel] = checked
+            listed.append((container, rel))
+        self._resolved = resolved
+        for name, problem in problems.items():
+            self._refused(name, "yarn container left out name=%s problem=%s", name, problem)
         self._refused.keep_only(problems)
         new = tuple(listed)
         if new != self.listed:
@@ -175,7 +186,10 @@ class YarnContainers:
                 return memo[2]
             merged, problems = attach(pods, listed, self._label)
             for key, problem in problems.items():
-                self._unattached(key, "%s", problem)
+                if key == NO_NODE_MANAGER:
+                    self._unattached(key, "yarn containers left out %s", problem)
+                else:
+                    self._unattached(key, "yarn container left out name=%s problem=%s", key, problem)
             for key in self._unattached_now - set(problems):
                 if self._unattached.forget(key) and key == NO_NODE_MANAGER:
                     log.info("yarn containers have a NodeManager pod again")

@@ -128,7 +128,7 @@ def test_a_slow_copilot_costs_at_most_the_timeout(double, knob, value):
     setattr(double, knob, value)
     started = time.monotonic()
     with pytest.raises(CopilotError, match="no complete answer within 0.5s"):
-        client(double, list_timeout=0.5).containers()
+        client(double, timeout=0.5).containers()
     assert time.monotonic() - started < 2.0
 
 

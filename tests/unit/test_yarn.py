@@ -24,7 +24,7 @@ from koordlet.states.informer import PodMeta
 from koordlet.states.node import NodeInfo
 from koordlet.states.nodeslo.merge import merge_node_slo_spec
 from koordlet.states.pod import Resources
-from koordlet.states.yarn import NO_NODE_MANAGER, YarnContainers, attach, container_dir
+from koordlet.states.yarn import NO_NODE_MANAGER, RECHECK, YarnContainers, attach, container_dir
 from koordlet.writer.executor import Executor
 from tests.builders import node_view, pod_meta
 from tests.fakehost import CgroupValues, FakeHost
@@ -116,7 +116,7 @@ def test_no_or_several_nodemanagers_leave_containers_beside_the_pods_out():
     nm, other = nm_meta(), other_meta()
     beside = (yc(2, f"{YARN_DIR}/c2"), yc(3, f"{YARN_DIR}/c3"))
     pods, problems = attach((other,), beside, LABEL)
-    assert pods == (other,) and problems == {NO_NODE_MANAGER: "yarn containers=2 left out: no NodeManager pod "
+    assert pods == (other,) and problems == {NO_NODE_MANAGER: "count=2 problem=no NodeManager pod "
                                                               "(app.kubernetes.io/component=node-manager) here"}
     second = pod_meta("33333333-0000-0000-0000-000000000003", "nm2", qos="BestEffort", labels=NM_LABELS,
                       layout=LAYOUT)
@@ -144,7 +144,7 @@ def copilot(tmp_path):
 
 def source(copilot: CopilotDouble, host: FakeHost) -> YarnContainers:
     cg = Cgroups(host.paths.cgroup_root, CgroupVersion.V1, Driver.CGROUPFS)
-    return YarnContainers(CopilotClient(copilot.socket_path, list_timeout=0.5).containers, cg, LABEL,
+    return YarnContainers(CopilotClient(copilot.socket_path, timeout=0.5).containers, cg, LABEL,
                           copilot.socket_path)
 
 
@@ -185,6 +185,29 @@ def test_refresh_checks_the_dirs_and_keeps_the_last_list_while_the_copilot_is_aw
     copilot.start()
     yarn.refresh()
     assert any("yarn copilot answering again" in r.message for r in caplog.records)
+
+
+def test_a_listed_dir_that_becomes_a_symlink_out_is_dropped_at_the_next_check(copilot, host, tmp_path,
+                                                                              monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("koordlet.states.yarn.time.monotonic", lambda: clock[0])
+    rel = f"{YARN_DIR}/{container_id(TS, 1, 1, 2)}"
+    host.set_cgroup(rel, CgroupValues())
+    copilot.add(container_id(TS, 1, 1, 2), 1, 1024, rel)
+    yarn = source(copilot, host)
+    yarn.refresh()
+    assert len(yarn.listed) == 1
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    host.remove(rel)
+    for sub in ("cpu", "cpuacct", "cpuset", "memory", "blkio"):
+        os.symlink(outside, os.path.join(host.paths.cgroup_root, sub, rel))
+    clock[0] += RECHECK - 1
+    yarn.refresh()
+    assert len(yarn.listed) == 1                               # resolved again only every RECHECK seconds
+    clock[0] += 1
+    yarn.refresh()
+    assert yarn.listed == ()
 
 
 def test_a_slow_copilot_keeps_the_last_list(copilot, host):
@@ -272,7 +295,7 @@ class Env:
         self.executor = Executor(self.cg)
         self.cache = MetricCache(None)
         self.metrics = AgentMetrics("n1")
-        client = CopilotClient(copilot.socket_path, kill_timeout=0.5) if copilot is not None else None
+        client = CopilotClient(copilot.socket_path, timeout=0.5) if copilot is not None else None
         self.evictor = Evictor(self.cache, 1.0, self.metrics, gates={"BEMemoryEvict", "MemoryAllocatableEvict"},
                                clock=Clock(), node_name="n1", copilot=client)
         self.pods = (nm_meta(), other_meta())
