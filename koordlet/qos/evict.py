@@ -88,6 +88,7 @@ from koordlet.host.procfs import kill_cgroup_processes
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.ops.audit import V_EVICT
 from koordlet.ops.audit import Event as AuditEvent
+from koordlet.ops.gates import COPILOT_EVICT_GATES
 from koordlet.qos.cpu_suppress import capacity_milli
 from koordlet.qos.evict_release import (
     RELEASABLE,
@@ -138,7 +139,6 @@ log = logging.getLogger(__name__)
 
 CPU_GATES = (BE_CPU_EVICT, CPU_ALLOCATABLE_EVICT, CPU_EVICT)              # upstream order
 MEMORY_GATES = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
-COPILOT_GATES = frozenset((BE_CPU_EVICT, CPU_EVICT, BE_MEMORY_EVICT, MEMORY_EVICT))   # usage: YARN containers help
 
 EVICTED = "evicted"
 EVICTED_YARN = "evictedYarnContainers"             # the copilot killed YARN containers of a NodeManager pod
@@ -478,7 +478,7 @@ class Evictor:
         NodeManager pod and the gate is one that may ask (see the module docstring); {} otherwise or on failure."""
         pod = info.pod
         key, value = self.node_manager
-        if self.copilot is None or task.gate not in COPILOT_GATES or pod.labels.get(key) != value:
+        if self.copilot is None or task.gate not in COPILOT_EVICT_GATES or pod.labels.get(key) != value:
             return {}
         cpu = math.ceil(need.get(RES_CPU, 0) or need.get(RES_BATCH_CPU, 0))
         memory = math.ceil(need.get(RES_MEMORY, 0))

@@ -15,6 +15,7 @@ from koordlet.collectors.usage import UsageCollection
 from koordlet.host.cgroup import Cgroups, CgroupVersion, Driver, KubeQOS, Layout
 from koordlet.host.topology import CPUBasicInfo, NUMANode, Topology
 from koordlet.metriccache import MetricCache, Sample
+from koordlet.ops.compat import gate_notes
 from koordlet.ops.config import build
 from koordlet.ops.metrics import AgentMetrics
 from koordlet.qos.evict import Evictor
@@ -348,6 +349,16 @@ def test_without_the_copilot_or_for_other_pods_nothing_changes(copilot, host):
     env2 = Env(host, copilot)                                 # the other BE pod uses more: it goes, no copilot call
     env2.round(12 * GiB, {NM_UID: 1 * GiB, OTHER_UID: 6 * GiB})
     assert env2.count("would_evict") == 1 and copilot.requests == []
+
+
+def test_evict_by_copilot_without_an_eviction_gate_says_so():
+    on = build(flags={"standalone": True, "evict-by-copilot-agent": True}, environ={})
+    assert [n.text for n in gate_notes(on) if n.flag == "evict-by-copilot-agent"] == [
+        ("option evict-by-copilot-agent evicts nothing: none of BECPUEvict, CPUEvict, BEMemoryEvict, MemoryEvict is "
+         "on (the YARN containers are still discovered and managed)")]
+    gated = build(flags={"standalone": True, "evict-by-copilot-agent": True,
+                         "feature-gates": {"BEMemoryEvict": True}}, environ={})
+    assert not [n for n in gate_notes(gated) if n.flag == "evict-by-copilot-agent"]
 
 
 def test_config_finds_the_socket_as_upstream():
