@@ -40,9 +40,10 @@ GiB, MiB = 2**30, 2**20
 YARN_DIR = "kubepods/besteffort/hadoop-yarn"
 
 
-def nm_meta(layout: Layout = LAYOUT, **kw) -> PodMeta:
+def nm_meta(layout: Layout = LAYOUT, labels: dict[str, str] | None = None, **kw) -> PodMeta:
     batch = {"kubernetes.io/batch-cpu": "4000", "kubernetes.io/batch-memory": "8Gi"}
-    return pod_meta(NM_UID, "nodemanager", namespace="hadoop-yarn", qos="BestEffort", labels=NM_LABELS,
+    return pod_meta(NM_UID, "nodemanager", namespace="hadoop-yarn", qos="BestEffort", labels={**NM_LABELS,
+                                                                                              **(labels or {})},
                     containers={"nm": NM_CONTAINER}, resources={"nm": {"requests": batch, "limits": batch}},
                     layout=layout, **kw)
 
@@ -339,6 +340,34 @@ def test_the_nodemanager_is_evicted_when_the_copilot_fails_or_frees_too_little(c
     env2.round(12 * GiB, {NM_UID: 6 * GiB, OTHER_UID: 1 * GiB})
     assert env2.count("copilot_failed") == 1 and env2.count("would_evict") == 1
     assert any("result=failed" in r.message and "evicting the pod" in r.message for r in caplog.records)
+
+
+def test_the_copilot_freeing_too_little_counts_and_the_pod_goes_too(copilot, host):
+    copilot.add(container_id(TS, 1, 1, 2), 1, 512, "d2")
+    env = Env(host, copilot)
+    env.round(12 * GiB, {NM_UID: 6 * GiB, OTHER_UID: 1 * GiB})       # 1.12 GiB wanted, 512 MiB freed
+    assert copilot.killed == [container_id(TS, 1, 1, 2)]
+    assert env.count("copilot_released") == 1 and env.count("would_evict") == 1
+
+
+def test_cpu_eviction_asks_for_cpu(copilot, host):
+    for n, created in ((2, 2.0), (3, 3.0), (4, 4.0)):
+        copilot.add(container_id(TS, 1, 1, n), 1, 1024, f"d{n}", created=created)
+    env = Env(host, copilot)
+    env.evictor = Evictor(env.cache, 1.0, env.metrics, gates={"CPUEvict"}, clock=Clock(), node_name="n1",
+                          copilot=CopilotClient(copilot.socket_path), cpu_cool_down=0.0)
+    nm = nm_meta(labels={"koordinator.sh/eviction-enabled": "true"}, priority=5000)
+    spec = merge_node_slo_spec({"resourceUsedThresholdWithBE": {
+        "enable": True, "cpuEvictThresholdPercent": 50, "evictEnabledPriorityThreshold": 5999}}, "n1")[0]
+    env.cache.append([Sample("node_cpu_usage", (), NOW - 0.5, 3.0),    # 75% of 4 CPUs: 4000m·(75−48)% wanted
+                      Sample("pod_cpu_usage", (("pod_uid", NM_UID),), NOW - 0.5, 2.5)])
+    env.evictor.reconcile(node_view(pods=(nm,), slo=spec, topology=TOPOLOGY, node=NodeInfo("n1"), now=NOW),
+                          env.executor)
+    assert copilot.killed == [container_id(TS, 1, 1, 4), container_id(TS, 1, 1, 3)]      # 2000m ≥ 1080m
+    body = next(b for _, p, b in copilot.requests if p == "/v1/killContainersByResource")
+    assert b'"kubernetes.io/batch-cpu": "1080"' in body and b'"kubernetes.io/batch-memory": "0"' in body
+    assert env.metrics.pod_eviction_attempts.labels("n1", "CPUEvict", "copilot_released")._value.get() == 1
+    assert env.metrics.pod_eviction_attempts.labels("n1", "CPUEvict", "would_evict")._value.get() == 0
 
 
 def test_without_the_copilot_or_for_other_pods_nothing_changes(copilot, host):
