@@ -109,8 +109,8 @@ def plan_pod(rule: PlanRule, pod: Pod, containers: Sequence[Container], view: No
     r = rule.resources
     members = _members(pod, tuple(c for c in given if not c.yarn), declared)
     pod_s = pod_settings(r if members else replace(r, batch=False), pod, members or (), status)
-    per_container = [within_pod(container_settings(r, pod, c, status, view), pod_s) if c.yarn
-                     else container_settings(r, pod, c, status, view) for c in given]
+    per_container = [container_settings(r, pod, c, status, view) for c in given]
+    per_container = [within_pod(s, pod_s) if c.yarn else s for s, c in zip(per_container, given, strict=True)]
     norm = rule.normalization
     if norm is not None and cpu_share_pod(pod, status):
         pod_quota = normalized_pod_quota(pod, norm)
