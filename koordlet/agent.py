@@ -4,7 +4,8 @@ What runs is decided by the registries (koordlet.qos.STRATEGIES, koordlet.collec
 koordlet.reporters.REPORTS, koordlet.services.SERVICES); this module only wires the shared pieces (host paths,
 cgroups, metrics, metric cache, node state, executor) and supervises the loops (koordlet.component.Loops):
 
-- ``pods`` (informer syncs) and one ``watch-*`` per API object (in a cluster), ``pleg`` (inotify);
+- ``pods`` (informer syncs) and one ``watch-*`` per API object (in a cluster), ``pleg`` (inotify), ``yarn`` (the
+  YARN Copilot agent's containers, when its socket is configured);
 - one loop per enabled collector, at its period; its samples go to the metric cache;
 - ``qos``: the reconciler, every reconcile interval or when nudged (root only);
 - ``report``: every enabled report on its schedule, plus the node state's slow re-reads and the prediction step;
@@ -56,12 +57,14 @@ from koordlet.prediction.feed import Prediction
 from koordlet.prediction.server import PredictionConfig
 from koordlet.reporters.files import report_objects, write_yaml_atomic
 from koordlet.states.cluster import Cluster, ClusterError
+from koordlet.states.copilot import CopilotClient
 from koordlet.states.informer import PodMeta, PodsInformer, metas_from_objects, resource_rows
 from koordlet.states.nodeslo.file import NodeSLOFile
 from koordlet.states.nodestate import NodeState, NodeView
 from koordlet.states.pleg import Pleg
 from koordlet.states.runtimepods import RuntimePods
 from koordlet.states.standalone import StandalonePodSource
+from koordlet.states.yarn import YarnContainers
 
 if TYPE_CHECKING:
     from koordlet.qos.reconciler import Reconciler
@@ -78,6 +81,7 @@ TRIM_INTERVAL = 60.0
 REPORT_BACKOFF_START = 5.0       # first retry after a failed report; doubles up to the report interval
 REPORT_TICK = 0.5
 NRI_VIEW_MAX_AGE = 1.0           # enforcement off: the NRI hooks' view is rebuilt at most this often
+YARN_PERIOD = 1.0                # the copilot's containers are listed this often when collection is off
 
 
 @runtime_checkable
@@ -134,6 +138,17 @@ def pod_source(config: Config, cgroups: Cgroups, kubelet: KubeletClient | None,
         raise StartupError("pod-source=apiserver needs the API server (not available in standalone mode)")
     source = ApiServerPodSource(api, config.node_name)
     return lambda: metas_from_objects(source.list_pods(), cgroups.layout, bad)
+
+
+def yarn_containers(config: Config, cgroups: Cgroups) -> YarnContainers | None:
+    """The YARN Copilot agent's containers of this node when its socket is configured (evict-by-copilot-endpoint,
+    or evict-by-copilot-agent), else None."""
+    if not config.evict_by_copilot_endpoint:
+        return None
+    client = CopilotClient(config.evict_by_copilot_endpoint)
+    return YarnContainers(client.containers, cgroups,
+                          (config.evict_by_copilot_pod_label_key, config.evict_by_copilot_pod_label_value),
+                          config.evict_by_copilot_endpoint)
 
 
 @dataclass
@@ -208,7 +223,8 @@ class Agent:
                                                             resource_rows(informer.pods)))
         slo_file = NodeSLOFile(config.nodeslo_file, config.node_name) if config.nodeslo_file else None
         node = NodeState(config, paths, cgroups, informer, cluster=cluster, kubelet=kubelet,
-                         slo_file=slo_file, runtime_pods=runtime_pods, metrics=metrics)
+                         slo_file=slo_file, runtime_pods=runtime_pods, metrics=metrics,
+                         yarn=yarn_containers(config, cgroups))
         # a one-shot run must not touch the daemon's checkpoints (restore deletes those of unknown pods)
         checkpoints = config.prediction_checkpoint_filepath if persist else ""
         prediction = Prediction(cache, PredictionConfig(
@@ -259,7 +275,7 @@ class Agent:
         return self._nri_view[1]
 
     def tick(self, stop: threading.Event | None = None) -> Tick:
-        return Tick(time.time(), self.informer.pods, self.node.host_apps(), stop or threading.Event())
+        return Tick(time.time(), self.node.pods, self.node.host_apps(), stop or threading.Event())
 
     # --- one cycle (also used by `run --once` and `report --once`) ---------------------------------------------
 
@@ -335,6 +351,8 @@ class Agent:
         loops.forever("report", self._report_loop, period=self._report_period())
         for watcher in self.node.cluster.watchers if self.node.cluster else ():
             loops.forever(f"watch-{watcher.what}", watcher.run)
+        if self.node.yarn is not None:        # its own loop: a slow copilot delays nothing else
+            loops.every("yarn", cfg.collect_res_used_interval or YARN_PERIOD, self.node.yarn.refresh)
         if cfg.collect_res_used_interval <= 0:
             log.warning("collect-res-used-interval=0: usage collection is disabled")
         periods = [plugin.period(cfg) if plugin.period else 0.0 for plugin, _ in self.collectors]

@@ -131,3 +131,7 @@ ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 ANNOTATION_OOM_SCORE_ADJ = "koordinator.sh/oom-score-adj"             # int, every container of the pod
 ANNOTATION_OOM_SCORE_ADJ_SPEC = "koordinator.sh/oom-score-adj-spec"   # {"<container>": int}, beats the above
 ANNOTATION_POD_BLKIO_QOS = "koordinator.sh/blkioQOS"        # {"blocks": [{"name", "type": "podvolume", "ioCfg"}]}
+
+# Koordinator YARN Copilot (koordinator-sh/yarn-copilot pkg/copilot-agent; koordlet's evict-by-copilot-agent flags)
+LABEL_COMPONENT, COMPONENT_NODE_MANAGER = "app.kubernetes.io/component", "node-manager"   # the NodeManager pod
+YARN_NAMESPACE = "yarn"                                       # the namespace the copilot gives every YARN container

@@ -13,7 +13,7 @@ node_numa_memory_usage      nodeN/meminfo MemTotal − (MemFree + file LRU + SRe
 pod_cpu_usage               Δ cumulative cgroup CPU ns / Δ wall ns              {pod_uid}
 pod_memory_usage            memory.stat anon + unevictable (upstream's usage)   {pod_uid}
 pod_memory_working_set      usage − inactive_file (kubelet's working set)       {pod_uid}
-container_*                 the same three per container                        {container_id}
+container_*                 the same three per container (and YARN container)   {container_id}
 node_be                     BE tier cpu usage / request / real-limit, milli-cores {be_resource,be_allocation}
 host_application_cpu_usage / host_application_memory_usage (anon, as pods) /
 host_application_memory_usage_with_page_cache (anon + file)   per NodeSLO host application {host_app_name}
@@ -230,7 +230,13 @@ class _CgroupCollector:
 
 
 class PodCollector(_CgroupCollector):
-    """Pods and their containers; with ``numa``, also the pods' memory per NUMA node (for the system collector)."""
+    """Pods and their containers; with ``numa``, also the pods' memory per NUMA node (for the system collector).
+
+    A NodeManager pod's YARN containers (``Container.yarn``) are containers like the others here, and also count in
+    their pod's usage when their dirs lie outside the pod's (yarn-copilot's ``hadoop-yarn`` dir beside the pods):
+    the pod's series are then its whole footprint, so the BestEffort usage of the NodeMetric, the pods' sum the
+    system remainder subtracts and the eviction order see each YARN container once. One below a host application's
+    dir (the ``hadoop-yarn`` host application of upstream's set-up) is that application's, and not added."""
     name = "pod"
 
     def __init__(self, cgroups: Cgroups, shared: SharedState, metrics: AgentMetrics, interval: float,
@@ -239,38 +245,58 @@ class PodCollector(_CgroupCollector):
         self._cgroups = cgroups
         self._numa = numa
         self._numa_errors = LogOnce(log)
+        self._yarn = GaugeCycle(metrics.yarn_container_resource_usage)
 
-    def collect(self, now: float, mono: float, pods: Iterable[PodMeta]) -> list[Sample]:
+    def collect(self, now: float, mono: float, pods: Iterable[PodMeta], apps: Iterable[str] = ()) -> list[Sample]:
+        """``apps``: the host applications' dirs (their collector counts what is below them)."""
+        try:
+            return self._collect(now, mono, pods, tuple(f"{rel}/" for rel in apps))
+        finally:
+            self._yarn.publish()
+
+    def _collect(self, now: float, mono: float, pods: Iterable[PodMeta], apps: tuple[str, ...]) -> list[Sample]:
         samples: list[Sample] = []
         append = samples.append
         sum_cpu = sum_mem = 0.0
         counts = {"vanished": 0, "error": 0}
         complete = True
         numa: dict[int, float] | None = {} if self._numa else None
+        node = self._metrics.node
         for meta in pods:
             uid_labels = (("pod_uid", meta.pod.uid),)
             cpu, mem = self._read(meta.cgroup_dir, mono, counts)
-            if mem is not None:
-                if numa is not None:
-                    numa = self._add_numa(meta.cgroup_dir, numa)
-                append(Sample("pod_memory_usage", uid_labels, now, float(mem.anon)))
-                append(Sample("pod_memory_working_set", uid_labels, now, float(mem.working_set)))
-                sum_mem += mem.anon
-                if cpu is None:
-                    complete = False
-                else:
-                    append(Sample("pod_cpu_usage", uid_labels, now, cpu))
-                    sum_cpu += cpu
+            outside: list[tuple[float | None, MemoryUsage, str]] = []      # YARN containers beside the pod dir
             # containers are read even when the pod dir failed: one bad file must not hide the others
             for container, rel in meta.containers:
                 c_labels = (("container_id", container.id),)
-                cpu, mem = self._read(rel, mono, counts)
-                if mem is None:
+                c_cpu, c_mem = self._read(rel, mono, counts)
+                if c_mem is None:
                     continue
-                append(Sample("container_memory_usage", c_labels, now, float(mem.anon)))
-                append(Sample("container_memory_working_set", c_labels, now, float(mem.working_set)))
-                if cpu is not None:
-                    append(Sample("container_cpu_usage", c_labels, now, cpu))
+                append(Sample("container_memory_usage", c_labels, now, float(c_mem.anon)))
+                append(Sample("container_memory_working_set", c_labels, now, float(c_mem.working_set)))
+                if c_cpu is not None:
+                    append(Sample("container_cpu_usage", c_labels, now, c_cpu))
+                if container.yarn:
+                    self._yarn.set((node, wire.YARN_NAMESPACE, container.name, "memory"), float(c_mem.anon))
+                    if c_cpu is not None:
+                        self._yarn.set((node, wire.YARN_NAMESPACE, container.name, "cpu"), c_cpu)
+                    if not rel.startswith(f"{meta.cgroup_dir}/") and not rel.startswith(apps):
+                        outside.append((c_cpu, c_mem, rel))
+            if mem is not None:
+                if numa is not None:
+                    for rel in (meta.cgroup_dir, *(rel for _, _, rel in outside)):
+                        numa = self._add_numa(rel, numa) if numa is not None else None
+                anon = mem.anon + sum(m.anon for _, m, _ in outside)
+                append(Sample("pod_memory_usage", uid_labels, now, float(anon)))
+                append(Sample("pod_memory_working_set", uid_labels, now,
+                              float(mem.working_set + sum(m.working_set for _, m, _ in outside))))
+                sum_mem += anon
+                if cpu is None or any(c is None for c, _, _ in outside):
+                    complete = False
+                else:
+                    cpu += sum(c for c, _, _ in outside if c is not None)
+                    append(Sample("pod_cpu_usage", uid_labels, now, cpu))
+                    sum_cpu += cpu
         self._usage.expire(mono)
         self._errors.keep_only(self._usage.known())
         self._numa_errors.keep_only(self._usage.known())
@@ -492,7 +518,7 @@ class UsageCollection:
         except (OSError, ValueError, KeyError) as e:
             self._metrics.skipped("node", "error")
             self._errors("node", "node usage unreadable error=%s", e)
-        samples += self.pod.collect(now, mono, pods)
+        samples += self.pod.collect(now, mono, pods, (app.cgroup_dir for app in tick.host_apps))
         samples += self.be.collect(now, mono, pods)
         samples += self.host_apps.collect(now, mono, tick.host_apps)
         samples += self.system.collect(now)

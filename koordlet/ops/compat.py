@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from koordlet.ops.config import Config, ConfigError
+from koordlet.ops.gates import COPILOT_EVICT_GATES
 from koordlet.ops.options import OPTIONS_BY_NAME
 from koordlet.ops.values import parse_bool, parse_duration
 
@@ -453,6 +454,8 @@ def gate_notes(config: Config) -> tuple[Note, ...]:
     - ``AuditEventsHTTPHandler`` without ``AuditEvents``: upstream's /events then answers with no events; here it
       serves the in-memory trail of the latest kernel writes instead (an INFO line).
     - ``NodeMetricPromMetrics`` without ``enable-node-metric-report``: there is no NodeMetric report to mirror.
+    - the option ``evict-by-copilot-agent`` without any of the gates that ask the copilot (BECPUEvict, CPUEvict,
+      BEMemoryEvict, MemoryEvict): nothing is evicted through it (the YARN containers are still discovered).
     """
     notes: list[Note] = []
 
@@ -480,6 +483,10 @@ def gate_notes(config: Config) -> tuple[Note, ...]:
     if config.gate("NodeMetricPromMetrics") and not config.enable_node_metric_report:
         warn("NodeMetricPromMetrics", "-enable-node-metric-report is false, so there is no NodeMetric report to "
              "mirror")
+    if config.evict_by_copilot_agent and not any(config.gate(g) for g in COPILOT_EVICT_GATES):
+        notes.append(Note(logging.WARNING, "evict-by-copilot-agent", "option evict-by-copilot-agent evicts nothing: "
+                          f"none of {', '.join(COPILOT_EVICT_GATES)} is on (the YARN containers are still discovered "
+                          "and managed)"))
     return tuple(notes)
 
 

@@ -50,6 +50,10 @@ HOST_ROOTS = {"cgroup-root-dir": "/sys/fs/cgroup/", "sys-root-dir": "/sys/", "sy
               "terway-qos-dir": "/var/lib/terway/qos/",
               "var-run-root-dir": "/var/run/", "run-root-dir": "/run/"}
 
+# The YARN Copilot agent's socket below var-run-root-dir when evict-by-copilot-agent names none (upstream's default,
+# and the copilot's own default server-endpoint /var/run/yarn-copilot/yarn-copilot.sock)
+COPILOT_SOCKET = "yarn-copilot/yarn-copilot.sock"
+
 # The embedded defaults of `koordlet run --standalone` (what `make run` uses): nothing outside this host is
 # needed, metrics stay on loopback, the state lives in the state directory (below), devices are reported.
 # agent-mode stays as detected: standalone says where pods come from, not where the host is; in a container with the
@@ -143,6 +147,10 @@ class Config:
     reconcile_interval_seconds: float
     resource_force_update_seconds: float
     evict_standalone_kill: bool
+    evict_by_copilot_agent: bool
+    evict_by_copilot_endpoint: str
+    evict_by_copilot_pod_label_key: str
+    evict_by_copilot_pod_label_value: str
     enable_nri_runtime_hook: bool
     runtime_hooks_nri_socket_path: str
     runtime_hooks_nri_plugin_name: str
@@ -351,6 +359,11 @@ def build(*, file: str | None = None, flags: Mapping[str, Any] | None = None,
     # result, so that a relative var-run-root-dir means the same whoever joins it later)
     merged["runtime-hooks-nri-socket-path"] = os.path.abspath(
         go_join(merged["var-run-root-dir"], merged["runtime-hooks-nri-socket-path"]))
+
+    if merged["evict-by-copilot-agent"] and not merged["evict-by-copilot-endpoint"]:
+        # upstream: Conf.VarRunRootDir + "/yarn-copilot/yarn-copilot.sock", where the copilot serves by default
+        merged["evict-by-copilot-endpoint"] = os.path.abspath(go_join(merged["var-run-root-dir"], COPILOT_SOCKET))
+        sources["evict-by-copilot-endpoint"] = "var-run-root-dir"
 
     kwargs = {OPTIONS_BY_NAME[name].attr: value for name, value in merged.items()}
     kwargs.update(agent_mode=mode, standalone=standalone, feature_gates=gates, sources=sources)

@@ -24,6 +24,9 @@ ALPHA_GATES = ("AuditEvents", "AuditEventsHTTPHandler", "BECPUManager", "BECPUEv
                "RDMADeviceInject", "CPUNormalization", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
                "OOMScoreAdj")
 DEFAULT_GATES: dict[str, bool] = {**dict.fromkeys(BETA_GATES, True), **dict.fromkeys(ALPHA_GATES, False)}
+# the eviction gates that ask the YARN Copilot agent first when they would evict a NodeManager pod
+# (evict-by-copilot-agent): the usage-driven ones; killing YARN containers lowers no pod's request
+COPILOT_EVICT_GATES = ("BECPUEvict", "CPUEvict", "BEMemoryEvict", "MemoryEvict")
 # component-base's special gates: each sets every gate of its stage that is not set explicitly
 BULK_GATES: dict[str, tuple[str, ...]] = {"AllAlpha": ALPHA_GATES, "AllBeta": BETA_GATES}
 

@@ -132,6 +132,17 @@ OPTIONS: tuple[Option, ...] = (
            "a cached cgroup/sysctl value is re-read from the kernel (and repaired) after this long"),
     Option("evict-standalone-kill", parse_bool, False,
            "standalone (no API server): kill the processes of a pod chosen for eviction; default: only log it"),
+    Option("evict-by-copilot-agent", parse_bool, False,
+           "CPU and memory evictions that pick a YARN NodeManager pod ask the YARN Copilot agent to kill YARN "
+           "containers instead (the pod goes only if that fails or frees too little); also discovers the YARN "
+           "containers through it"),
+    Option("evict-by-copilot-endpoint", parse_path, "",
+           "the YARN Copilot agent's unix socket; set, the YARN containers are discovered through it and managed "
+           "as containers of their NodeManager pod; empty: <var-run-root-dir>/yarn-copilot/yarn-copilot.sock "
+           "with evict-by-copilot-agent, else no discovery"),
+    Option("evict-by-copilot-pod-label-key", parse_str, "app.kubernetes.io/component",
+           "label key of the YARN NodeManager pods"),
+    Option("evict-by-copilot-pod-label-value", parse_str, "node-manager", "label value of the YARN NodeManager pods"),
     Option("enable-nri-runtime-hook", parse_bool, True,
            "serve the NRI plugin to containerd/CRI-O (settings in place at container creation; needs root)"),
     Option("runtime-hooks-nri-socket-path", parse_path, "nri/nri.sock",

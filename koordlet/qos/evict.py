@@ -52,6 +52,19 @@ Beyond upstream (documented differences):
 - Every eviction is an event of the audit log at verbosity 0 (gate AuditEvents), as upstream's evictor writes it:
   the pod, reason ``evicted``, message ``trigger by koordlet feature <Gate>, kill pod: <name>``.
 
+YARN containers (``evict-by-copilot-agent``, koordinator's proposal
+``docs/proposals/koordlet/20250528-support-evict-yarn-container.md``): when BECPUEvict, CPUEvict, BEMemoryEvict or
+MemoryEvict would evict a YARN NodeManager pod (``evict-by-copilot-pod-label-key=-value``), the YARN Copilot agent
+is first asked to free what the gate still needs (``/v1/killContainersByResource`` with batch-cpu in milli-cores,
+batch-memory in bytes; the copilot kills the newest containers that are not an ApplicationMaster). What it says it
+released counts (batch-cpu toward cpu or batch-cpu, batch-memory toward memory); the pod is evicted only when the
+copilot fails or frees too little. Each request is one log line, an audit event of the pod (reason
+``evictedYarnContainers``) and, when something was released, upstream's eviction families with that reason.
+Differences from the proposal's branch: the NodeManager pod keeps its place in the victim order (the branch puts
+it first), and the pod is still evicted when the copilot frees too little (the branch never evicts it); the
+allocatable gates do not ask (killing YARN containers lowers no pod's request). The copilot is asked in
+standalone mode too, whatever ``evict-standalone-kill`` says: it is the copilot that kills.
+
 This module is the strategy and the eviction itself (the Eviction API and Event, the kill, the audit); who may be
 evicted and in which order is :mod:`koordlet.qos.evict_victims`, how much each gate must release and the round's
 shared release account :mod:`koordlet.qos.evict_release`.
@@ -75,6 +88,7 @@ from koordlet.host.procfs import kill_cgroup_processes
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.ops.audit import V_EVICT
 from koordlet.ops.audit import Event as AuditEvent
+from koordlet.ops.gates import COPILOT_EVICT_GATES
 from koordlet.qos.cpu_suppress import capacity_milli
 from koordlet.qos.evict_release import (
     RELEASABLE,
@@ -111,6 +125,7 @@ from koordlet.qos.evict_victims import (
     pod_request,
     priority_victims,
 )
+from koordlet.states.copilot import CopilotClient, CopilotError
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
@@ -126,6 +141,7 @@ CPU_GATES = (BE_CPU_EVICT, CPU_ALLOCATABLE_EVICT, CPU_EVICT)              # upst
 MEMORY_GATES = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
 
 EVICTED = "evicted"
+EVICTED_YARN = "evictedYarnContainers"             # the copilot killed YARN containers of a NodeManager pod
 EVENT_SUCCESS, EVENT_FAIL = "evictPodSuccess", "evictPodFail"
 EVENT_COMPONENT = "koordlet-qosManager"
 
@@ -148,7 +164,8 @@ class Evictor:
     """Strategy ``evict``: memory then CPU evictions each cycle, for the enabled gates only.
 
     ``api`` given: the cluster path (Eviction API + Event). None: standalone (log + counter, kill if
-    ``kill_standalone``). ``clock`` is monotonic seconds (cool-downs); metric windows use ``NodeView.now``.
+    ``kill_standalone``). ``copilot``: the YARN Copilot agent asked before a NodeManager pod (labelled
+    ``node_manager``) is evicted. ``clock`` is monotonic seconds (cool-downs); metric windows use ``NodeView.now``.
     """
 
     cache: MetricCache
@@ -158,6 +175,8 @@ class Evictor:
     api: KubeApi | None = None
     node_name: str = ""
     kill_standalone: bool = False
+    copilot: CopilotClient | None = None
+    node_manager: tuple[str, str] = (wire.LABEL_COMPONENT, wire.COMPONENT_NODE_MANAGER)
     cpu_cool_down: float = CPU_COOL_DOWN
     memory_cool_down: float = MEMORY_COOL_DOWN
     evicted_ttl: float = EVICTED_TTL
@@ -346,7 +365,9 @@ class Evictor:
         if not tasks:
             return False
         released, newly = kill_and_evict(tasks, self._is_evicted,
-                                         lambda info, task: self._evict(info, task, executor))
+                                         lambda info, task: self._evict(info, task, executor),
+                                         (lambda info, task, need: self._spare(info, task, need, executor))
+                                         if self.copilot is not None else None)
         for task in tasks:
             left = remaining(task.to_release, released.get(task.target, {}))
             if left:       # under pressure with nothing (more) to evict: said once, not every cycle
@@ -452,12 +473,42 @@ class Evictor:
         self._evicted[pod.uid] = _Remembered(self.clock())
         return True
 
+    def _spare(self, info: PodEvictInfo, task: EvictTask, need: Resources, executor: Executor) -> Resources:
+        """What the copilot released toward ``need`` by killing YARN containers of ``info``'s pod when it is a
+        NodeManager pod and the gate is one that may ask (see the module docstring); {} otherwise or on failure."""
+        pod = info.pod
+        key, value = self.node_manager
+        if self.copilot is None or task.gate not in COPILOT_EVICT_GATES or pod.labels.get(key) != value:
+            return {}
+        cpu = math.ceil(need.get(RES_CPU, 0) or need.get(RES_BATCH_CPU, 0))
+        memory = math.ceil(need.get(RES_MEMORY, 0))
+        wanted = f"batch-cpu={cpu}m batch-memory={memory}"
+        try:
+            got = self.copilot.kill_by_resource(cpu, memory)
+        except CopilotError as e:
+            log.error("evict yarn containers pod=%s reason=%r wanted=%s result=failed error=%s; evicting the pod",
+                      pod.key, task.reason, wanted, e)
+            self._count(task.gate, "copilot_failed")
+            return {}
+        freed = {r: float(got.get(wire.BATCH_MEMORY if r == RES_MEMORY else wire.BATCH_CPU, 0)) for r in need}
+        freed = {r: q for r, q in freed.items() if q > 0}
+        result = "released" if freed else "released_nothing"
+        released = f"batch-cpu={got.get(wire.BATCH_CPU, 0)}m batch-memory={got.get(wire.BATCH_MEMORY, 0)}"
+        log.warning("evict yarn containers pod=%s reason=%r wanted=%s result=%s released=%s", pod.key,
+                    task.reason, wanted, result, released)
+        self._audit(executor, pod, f"{task.reason}, kill yarn containers of pod: {pod.name}, released {released}",
+                    EVICTED_YARN)
+        self._count(task.gate, f"copilot_{result}")
+        if freed and self.metrics is not None:
+            self.metrics.evicted(pod.namespace, pod.name, EVICTED_YARN)
+        return freed
+
     @staticmethod
-    def _audit(executor: Executor, pod: Pod, message: str) -> None:
+    def _audit(executor: Executor, pod: Pod, message: str, reason: str = EVICTED) -> None:
         """Upstream's evictor logs every eviction it attempts to the audit log at verbosity 0."""
         if executor.audit_log is not None:
             executor.audit_log.log(V_EVICT, AuditEvent(time.time(), "pod", pod.namespace, pod.name,
-                                                       reason=EVICTED, message=message))
+                                                       reason=reason, message=message))
 
     def _evict_by_api(self, info: PodEvictInfo, task: EvictTask, message: str, detail: str) -> bool:
         from koordlet.states.kubeapi import ApiError
@@ -505,9 +556,12 @@ GATES = ("BECPUEvict", "CPUEvict", "BEMemoryEvict", "MemoryEvict", "CPUAllocatab
 
 def _build(ctx: Context) -> Evictor:
     cluster = ctx.node.cluster
-    return Evictor(ctx.cache, ctx.config.collect_res_used_interval, ctx.metrics,
-                   gates={g for g in GATES if ctx.config.gate(g)}, api=cluster.api if cluster else None,
-                   node_name=ctx.config.node_name, kill_standalone=ctx.config.evict_standalone_kill)
+    cfg = ctx.config
+    copilot = CopilotClient(cfg.evict_by_copilot_endpoint) if cfg.evict_by_copilot_agent else None
+    return Evictor(ctx.cache, cfg.collect_res_used_interval, ctx.metrics,
+                   gates={g for g in GATES if cfg.gate(g)}, api=cluster.api if cluster else None,
+                   node_name=cfg.node_name, kill_standalone=cfg.evict_standalone_kill, copilot=copilot,
+                   node_manager=(cfg.evict_by_copilot_pod_label_key, cfg.evict_by_copilot_pod_label_value))
 
 
 PLUGIN = Plugin("evict", _build, gates=GATES, when=collecting)

@@ -247,9 +247,15 @@ def remaining(want: Mapping[str, float], got: Mapping[str, float]) -> dict[str, 
 
 
 def kill_and_evict(tasks: Sequence[EvictTask], is_evicted: Callable[[PodEvictInfo], bool],
-                   evict: Callable[[PodEvictInfo, EvictTask], bool]) -> tuple[dict[str, Resources], bool]:
+                   evict: Callable[[PodEvictInfo, EvictTask], bool],
+                   spare: Callable[[PodEvictInfo, EvictTask, Resources], Resources] | None = None
+                   ) -> tuple[dict[str, Resources], bool]:
     """Upstream's KillAndEvictPods: walk each task's victims until its release is covered by what all tasks
-    released so far. Returns (released per target, whether a new eviction happened)."""
+    released so far. Returns (released per target, whether a new eviction happened).
+
+    ``spare(victim, task, still needed)`` is asked first for each victim to release what the task still needs
+    without evicting the pod (a NodeManager pod's YARN containers, through the copilot agent); what it releases
+    counts toward the task's target, and the pod is evicted only when that was not enough."""
     released: dict[str, Resources] = {}
     funcs: list[tuple[str, Callable[[PodEvictInfo], Resources]]] = []
     targets: set[str] = set()
@@ -288,6 +294,15 @@ def kill_and_evict(tasks: Sequence[EvictTask], is_evicted: Callable[[PodEvictInf
                 if not remaining(task.to_release, released.get(task.target, {})):
                     break
                 continue
+            if spare is not None:
+                freed = spare(info, task, remaining(task.to_release, released.get(task.target, {})))
+                if freed:
+                    newly = True
+                    into = released.setdefault(task.target, {})
+                    for r, q in freed.items():
+                        into[r] = into.get(r, 0) + q
+                    if not remaining(task.to_release, into):
+                        break
             if evict(info, task):
                 picked.add(uid)
                 newly = True

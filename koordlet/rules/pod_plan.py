@@ -29,6 +29,7 @@ from koordlet.rules.resources import (
     normalized_pod_quota,
     normalized_quota,
     pod_settings,
+    within_pod,
 )
 from koordlet.states.decode import DecodeError
 from koordlet.states.pod import (
@@ -92,7 +93,8 @@ def plan_pod(rule: PlanRule, pod: Pod, containers: Sequence[Container], view: No
     updated, for the NRI hooks; none at sandbox start). The pod dir's batch sums run over the started application
     containers and, for the ones not started yet, what the pod declares; when the members cannot be told
     (:func:`~koordlet.rules.resources.app_containers`) or nothing is declared, the pod dir's batch settings are
-    left alone instead of guessed."""
+    left alone instead of guessed. A NodeManager pod's YARN containers (``Container.yarn``) are not members: each
+    gets its own batch settings, capped by the pod's (:func:`~koordlet.rules.resources.within_pod`)."""
     problems: list[DecodeError] = []
     try:
         status = pod.decoded(resource_status)
@@ -105,9 +107,10 @@ def plan_pod(rule: PlanRule, pod: Pod, containers: Sequence[Container], view: No
     given = tuple(replace(c, resources=declared[c.name])
                   if c.known and c.resources == NO_RESOURCES and c.name in declared else c for c in containers)
     r = rule.resources
-    members = _members(pod, given, declared)
+    members = _members(pod, tuple(c for c in given if not c.yarn), declared)
     pod_s = pod_settings(r if members else replace(r, batch=False), pod, members or (), status)
     per_container = [container_settings(r, pod, c, status, view) for c in given]
+    per_container = [within_pod(s, pod_s) if c.yarn else s for s, c in zip(per_container, given, strict=True)]
     norm = rule.normalization
     if norm is not None and cpu_share_pod(pod, status):
         pod_quota = normalized_pod_quota(pod, norm)

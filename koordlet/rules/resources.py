@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from koordlet.base import wire
@@ -173,6 +173,20 @@ def batch_pod(pod: Pod, containers: tuple[Container, ...], quota_enabled: bool =
     cpu_limit = sum(c.resources.batch_cpu_limit for c in containers) if cpu_limited else 0
     return Settings(cpu_shares=_shares(request), cfs_quota=_quota(cpu_limit, ratio) if quota_enabled else -1,
                     memory_limit=sum(c.resources.batch_memory_limit for c in containers) if mem_limited else -1)
+
+
+def within_pod(container: Settings, pod: Settings) -> Settings:
+    """A YARN container's settings no looser than its NodeManager pod's: its cfs quota and memory limit at most the
+    pod's where the pod has one (an unlimited container gets the pod's). Its own come from the copilot's
+    resources, which the pod's batch request does not cover; a child above its parent is also what a v1 kernel
+    refuses for the quota."""
+    def capped(own: int | None, cap: int | None) -> int | None:
+        if own is None or cap is None or cap <= 0:
+            return own
+        return cap if own <= 0 or own > cap else own
+
+    return replace(container, cfs_quota=capped(container.cfs_quota, pod.cfs_quota),
+                   memory_limit=capped(container.memory_limit, pod.memory_limit))
 
 
 def batch_quota_enabled(slo: NodeSLOSpec) -> bool:

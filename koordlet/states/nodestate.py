@@ -36,6 +36,7 @@ from koordlet.states.nodeslo.merge import merge_node_slo_spec, node_slo_from_obj
 from koordlet.states.nodeslo.schema import NodeSLOSpec
 from koordlet.states.pools import CPUPools, Pools, cpu_pools
 from koordlet.states.runtimepods import RuntimePods
+from koordlet.states.yarn import YarnContainers
 
 if TYPE_CHECKING:
     from koordlet.host.nvml import GpuHealth, GpuInventory
@@ -107,7 +108,8 @@ class NodeState:
     def __init__(self, config: Config, paths: HostPaths, cgroups: Cgroups, informer: PodsInformer, *,
                  cluster: Cluster | None = None, kubelet: KubeletClient | None = None,
                  slo_file: NodeSLOFile | None = None, topology: Topology | None = None,
-                 runtime_pods: RuntimePods | None = None, metrics: AgentMetrics | None = None) -> None:
+                 runtime_pods: RuntimePods | None = None, metrics: AgentMetrics | None = None,
+                 yarn: YarnContainers | None = None) -> None:
         self.config = config
         self.metrics = metrics
         self.paths = paths
@@ -116,6 +118,7 @@ class NodeState:
         self.runtime_pods = runtime_pods if runtime_pods is not None else RuntimePods()   # written by NRI hooks
         self.cluster = cluster
         self.kubelet = kubelet
+        self.yarn = yarn                       # the copilot's YARN containers (evict-by-copilot-*), None: not asked
         self.slo_file = slo_file
         self.topology = topology if topology is not None else self._read_topology()
         self.rdma: list[RdmaDevice] | None = self.read_rdma() if config.gate("RDMADevices") else None
@@ -135,7 +138,10 @@ class NodeState:
 
     @property
     def pods(self) -> tuple[PodMeta, ...]:
-        return self.informer.pods
+        """The informer's pods, with the YARN containers added to their NodeManager pod when the copilot is
+        asked (states.yarn)."""
+        pods = self.informer.pods
+        return self.yarn.pods(pods) if self.yarn is not None else pods
 
     def node_info(self) -> NodeInfo:
         """This node's Node object (name only without a cluster or before the watch has it)."""
@@ -286,7 +292,7 @@ class NodeState:
         except Exception:     # logged by kubelet_config(); decide as with policy none until it answers
             kubelet = None
         pools = self.pools(kubelet)
-        return NodeView(pods=self.informer.pods, slo=self.node_slo(), host_apps=self.host_apps(),
+        return NodeView(pods=self.pods, slo=self.node_slo(), host_apps=self.host_apps(),
                         topology=self.topology, node=self.node_info(),
                         cpu_manager_policy=kubelet.policy if kubelet else "none", now=time.time(),
                         ls_pools=pools.ls, be_pools=pools.be, system_cpus=pools.system_cpus,

@@ -61,6 +61,7 @@ class Container:
     id: str           # bare id; "" before the container has started
     resources: Resources = NO_RESOURCES
     known: bool = True    # False: a cgroup dir nobody has named (resources unknown; it may be the sandbox's)
+    yarn: bool = False    # a YARN container of this (NodeManager) pod, named by the copilot agent (states.yarn)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ without allocating what the input merely announces:
   ``load_yaml`` raises only the error type it is given.
 - Pods file: ``load_pods_file`` raises only ``PodsFileError`` and is exactly ``pod_from_k8s`` per entry (one bad
   entry never loses the others); ``pod_from_k8s`` raises only ``ValueError``.
+- YARN Copilot answers: ``parse_containers`` and ``parse_released`` raise only ``CopilotError`` for any JSON text
+  (a mutated published ``ContainerInfo`` list, anything else, nesting thousands of levels deep).
 - NRI transport: the ttRPC ``Decoder`` and the ``Mux`` fed any byte stream cut at any points give what a
   reference parse of the whole stream gives, fail only with their protocol error, and buffer no more than they
   were sent; a header announcing gigabytes allocates nothing up front.
@@ -42,6 +44,7 @@ from hypothesis import strategies as st
 from koordlet._proto.ttrpc import ttrpc_pb2
 from koordlet.base import yamlfile
 from koordlet.base.yamlfile import load_yaml
+from koordlet.states.copilot import CopilotError, parse_containers, parse_released
 from koordlet.states.nodeslo.file import NodeSLOFile, NodeSLOFileError
 from koordlet.states.nodeslo.merge import merge_node_slo_spec, node_slo_from_object
 from koordlet.states.pod import pod_from_k8s
@@ -475,6 +478,77 @@ def test_property_pods_file_keeps_every_good_entry(fuzz_file: str, case: tuple[A
 def test_property_pods_file_keeps_every_good_entry_long(fuzz_file: str, case: tuple[Any, list[dict[str, Any]]],
                                                         as_json: bool) -> None:
     _check_pods_file(fuzz_file, *case, as_json)
+
+
+# ------------------------------------------------------------------------------------------------ YARN Copilot
+
+
+def _container_info(n: int) -> dict[str, Any]:
+    name = f"container_1700000000000_0001_01_{n:06d}"
+    quantities = {"cpu": "1", "memory": "1073741824"}
+    return {"name": name, "namespace": "yarn", "uid": name, "labels": None, "annotations": None, "priority": 1,
+            "createTimestamp": "0001-01-01T00:00:00Z", "cgroupDir": f"kubepods/besteffort/hadoop-yarn/{name}",
+            "hostNetwork": True, "resources": {"limits": dict(quantities), "requests": dict(quantities)}}
+
+
+_LISTING = st.one_of(_VALUE, _mutated([_container_info(1), _container_info(2), _container_info(3)]))
+_RELEASED = st.one_of(_VALUE, _mutated({"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"}))
+
+
+def _json_bytes(value: Any) -> bytes:
+    """``value`` as JSON text; one nested past what json.dumps can write is written by hand (as a peer could)."""
+    try:
+        return json.dumps(value).encode()
+    except RecursionError:
+        return b"[" * 3000 + b"]" * 3000
+
+
+def _check_listing(value: Any) -> None:
+    try:
+        containers, problems = within_budget("parse_containers", parse_containers, _json_bytes(value))
+    except CopilotError:
+        return
+    assert all(c.name and c.uid and c.cgroup_dir for c in containers)
+    assert len({c.uid for c in containers}) == len(containers)
+    if isinstance(value, list):                  # one container or one problem per entry at most
+        assert len(containers) + len(problems) <= len(value)
+    else:                                        # JSON null: Go's nil list
+        assert value is None and not containers and not problems
+
+
+def _check_released(value: Any) -> None:
+    try:
+        released = within_budget("parse_released", parse_released, _json_bytes(value))
+    except CopilotError:
+        return
+    assert set(released) <= {"kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"}
+    assert all(isinstance(v, int) and v >= 0 for v in released.values())
+
+
+@_FAST
+@given(value=_LISTING)
+def test_property_copilot_listing_fails_only_with_copilot_error(value: Any) -> None:
+    _check_listing(value)
+
+
+@pytest.mark.slow
+@_LONG
+@given(value=_LISTING)
+def test_property_copilot_listing_fails_only_with_copilot_error_long(value: Any) -> None:
+    _check_listing(value)
+
+
+@_FAST
+@given(value=_RELEASED)
+def test_property_copilot_released_fails_only_with_copilot_error(value: Any) -> None:
+    _check_released(value)
+
+
+@pytest.mark.slow
+@_LONG
+@given(value=_RELEASED)
+def test_property_copilot_released_fails_only_with_copilot_error_long(value: Any) -> None:
+    _check_released(value)
 
 
 # ------------------------------------------------------------------------------------------------ NRI transport

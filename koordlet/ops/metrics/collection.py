@@ -12,11 +12,15 @@ from koordlet.ops.metrics.upstream import PSI_LABELS
 
 class CollectionMetrics(Families):
     def _declare_collection(self) -> None:
-        # usage (collectors/usage.py): the node, the BE tier, the NodeSLO host applications
+        # usage (collectors/usage.py): the node, the BE tier, the NodeSLO host applications, the YARN containers
         self.node_used_cpu_cores = self._upstream("koordlet_node_used_cpu_cores", Gauge)
         self.node_used_memory_bytes = self._upstream("koordlet_node_used_memory_bytes", Gauge)
         self.be_suppress_be_used_cpu_cores = self._upstream("koordlet_be_suppress_be_used_cpu_cores", Gauge)
         self.host_application_resource_usage = self._upstream("koordlet_host_application_resource_usage", TableGauge)
+        self.yarn_container_resource_usage = self._own(
+            TableGauge, "koordlet_yarn_container_resource_usage", "(koordlet-py) usage of a YARN container of a "
+            "NodeManager pod, as the YARN Copilot agent names it (cpu in cores, memory in bytes)",
+            ["node", "namespace", "name", "resource"])
         self.collect_skipped = self._own(
             Counter, "koordlet_collect_skipped", "(koordlet-py) cgroup readings skipped: vanished = the pod or "
             "container went away mid-read (normal), error = unreadable or malformed file",

@@ -31,7 +31,7 @@ from koordlet.ops.metrics.upstream import FAILED, POD_UID, SUCCEEDED, UPSTREAM_F
 EXPIRE_AFTER = 300.0                 # upstream's metric GC: a series of an expiring family lives 5 min unchanged
 
 V = TypeVar("V", Gauge, Counter, Histogram, TableGauge, TableHistogram)
-Own = TypeVar("Own", Gauge, Counter, Histogram)
+Own = TypeVar("Own", Gauge, Counter, Histogram, TableGauge)
 
 
 class Families:
