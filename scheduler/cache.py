@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import calendar
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from koordlet.base.quantity import parse_quantity
 from koordlet.states import kubeapi
@@ -43,6 +44,8 @@ from scheduler.requests import pod_requests, value
 log = logging.getLogger(__name__)
 
 _TERMINAL = ("Succeeded", "Failed")
+MEMO_PER_NODE = 32          # remembered answers per node (emptied when full): a few pod shapes are in play at once
+T = TypeVar("T")
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:
@@ -89,9 +92,26 @@ class NodeState:
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     allocatable: tuple[int, int] = (0, 0)                            # cpu (milli), memory: from ``node``
+    stale_at: float = math.inf                                       # when ``metric`` expires (LoadAware)
+    # the extender's answers for this node, by what was asked: (whether the metric had expired, answer); emptied by
+    # every change, so an answer read here is one the node as it is now would give
+    memo: dict[Hashable, tuple[bool, Any]] = field(default_factory=dict)
+
+    def changed(self) -> None:
+        """Forget the remembered answers: every write to the node's state ends here (under ``lock``)."""
+        self.memo = {}
+
+    def remember(self, key: Hashable, stale: bool, answer: T) -> T:
+        """Keep ``answer`` (computed under ``lock`` with the metric ``stale`` or not) until the next change."""
+        if len(self.memo) >= MEMO_PER_NODE:
+            self.memo = {}
+        self.memo[key] = (stale, answer)
+        return answer
 
     def set_node(self, node: dict[str, Any]) -> None:
         self.node = node
+        self.devices.set_inventory(parse_device(self.device_cr, node))
+        self.topology = parse_topology(self.nrt, node) if self.nrt is not None else None
         status = (node.get("status") or {}).get("allocatable") or {}
         out = []
         for name, scale in (("cpu", 1000), ("memory", 1)):
@@ -100,6 +120,21 @@ class NodeState:
             except ValueError:
                 out.append(0)
         self.allocatable = (out[0], out[1])
+        self.changed()
+
+    def set_device_cr(self, cr: dict[str, Any] | None) -> None:
+        self.device_cr = cr
+        self.devices.set_inventory(parse_device(cr, self.node))
+        self.changed()
+
+    def set_metric(self, metric: NodeMetricView | None, stale_at: float) -> None:
+        self.metric, self.stale_at = metric, stale_at
+        self.changed()
+
+    def set_nrt(self, nrt: dict[str, Any] | None) -> None:
+        self.nrt = nrt
+        self.topology = parse_topology(nrt, self.node or {}) if nrt is not None else None
+        self.changed()
 
     def free(self) -> tuple[int, int]:
         """Allocatable cpu (milli) and memory (bytes) less what the node's pods request."""
@@ -125,6 +160,7 @@ class NodeState:
         self.devices.add_pod(pod)
         self.numa.add(pod)
         self.load.add(pod, at)
+        self.changed()
 
     def uncount(self, uid: str) -> None:
         self.since.pop(uid, None)
@@ -135,6 +171,7 @@ class NodeState:
         self.devices.remove(uid)
         self.numa.remove(uid)
         self.load.remove(uid)
+        self.changed()
 
 
 @dataclass
@@ -168,6 +205,12 @@ class ClusterCache:
     def get(self, name: str) -> NodeState | None:
         with self._lock:
             return self._nodes.get(name)
+
+    def states(self, names: list[str]) -> list[NodeState | None]:
+        """:meth:`get` for many names at once (one lock acquisition: filter and prioritize ask for hundreds)."""
+        with self._lock:
+            get = self._nodes.get
+            return [get(n) for n in names]
 
     def pod(self, uid: str) -> dict[str, Any] | None:
         with self._lock:
@@ -203,14 +246,11 @@ class ClusterCache:
         state = self._state(name)
         with state.lock:
             state.set_node(obj)
-            state.devices.set_inventory(parse_device(state.device_cr, obj))
-            state.topology = parse_topology(state.nrt, obj) if state.nrt is not None else None
 
     def on_device(self, kind: str, obj: dict[str, Any]) -> None:
         state = self._state(str((obj.get("metadata") or {}).get("name", "")))
         with state.lock:
-            state.device_cr = None if kind == "DELETED" else obj
-            state.devices.set_inventory(parse_device(state.device_cr, state.node))
+            state.set_device_cr(None if kind == "DELETED" else obj)
 
     def on_node_metric(self, kind: str, obj: dict[str, Any]) -> None:
         state = self._state(str((obj.get("metadata") or {}).get("name", "")))
@@ -220,14 +260,14 @@ class ClusterCache:
                 metric = parse_node_metric(obj)
             except ValueError as e:
                 log.warning("nodemetric ignored node=%s error=%s", state.name, e)
+        stale_at = math.inf if metric is None else self.load_aware.expires_at(metric)
         with state.lock:
-            state.metric = metric
+            state.set_metric(metric, stale_at)
 
     def on_nrt(self, kind: str, obj: dict[str, Any]) -> None:
         state = self._state(str((obj.get("metadata") or {}).get("name", "")))
         with state.lock:
-            state.nrt = None if kind == "DELETED" else obj
-            state.topology = parse_topology(state.nrt, state.node or {}) if state.nrt is not None else None
+            state.set_nrt(None if kind == "DELETED" else obj)
 
     def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         uid = pod_uid(obj)

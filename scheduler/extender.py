@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import combinations
-from typing import Any
+from typing import Any, TypeVar
 
 from koordlet.base import wire
 from scheduler import fgd
@@ -45,12 +45,13 @@ from scheduler.fgd import shape_of
 from scheduler.numa.hints import Hint
 from scheduler.numa.names import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE
 from scheduler.numa.plugin import NodeNUMAResource, NumaResult, Verdict
-from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
+from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request, pod_key
 
 log = logging.getLogger(__name__)
 
 NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
 UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
+T = TypeVar("T")
 
 # (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.states.kubeapi.ApiError)
 Binder = Callable[[str, str, str, str, Mapping[str, str]], None]
@@ -63,6 +64,16 @@ class Verdicts:
     fits: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _NodeScore:
+    """One node's part of prioritize before DeviceShare's scores are normalized over the candidates."""
+
+    device: float | None        # DeviceShare's raw score, or FragmentationAware's growth; None: no say here
+    packed: float | None        # FragmentationAware's tie-break
+    others: float               # LoadAware and NodeNUMAResource, weighted
+    weight: int
 
 
 def _names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | None]:
@@ -100,19 +111,38 @@ class Extender:
         if self.allocator.mix is not None:
             self.allocator.mix.observe(shape_of(pod, request))
         now = self._clock()
-        for name in names:
-            state = self.cache.get(name)
-            if state is None or state.node is None:
+        verdicts = self._per_node(names, ("filter", pod_key(pod)), now,
+                                  lambda state: self._check_node(pod, request, state, now))
+        for name, verdict in zip(names, verdicts, strict=True):
+            if verdict is None:
                 out.failed[name] = UNKNOWN_NODE
                 continue
-            with state.lock:
-                reason, unresolvable = self._check_node(pod, request, state, now)
+            reason, unresolvable = verdict
             if reason is None:
                 out.fits.append(name)
             elif unresolvable:
                 out.unresolvable[name] = reason
             else:
                 out.failed[name] = reason
+        return out
+
+    def _per_node(self, names: list[str], key: Hashable, now: float,
+                  decide: Callable[[NodeState], T]) -> list[T | None]:
+        """``decide(state)`` for each named node under its lock (None for a node not in the cache), remembered on
+        the node until it changes: between two pods of one workload only the node the first landed on does, so
+        the rest cost a dict lookup, without the lock (an answer read while a change is being written is the
+        one from just before it; bind decides again under the lock)."""
+        out: list[T | None] = []
+        for state in self.cache.states(names):
+            if state is None or state.node is None:
+                out.append(None)
+                continue
+            known = state.memo.get(key)
+            if known is not None and known[0] == (now >= state.stale_at):
+                out.append(known[1])
+                continue
+            with state.lock:
+                out.append(state.remember(key, now >= state.stale_at, decide(state)))
         return out
 
     def _check_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, state: NodeState,
@@ -153,44 +183,54 @@ class Extender:
             request = PodDeviceRequest({})
         w = self.config.weights
         now = self._clock()
-        raw_device: dict[str, float] = {}
-        packed: dict[str, float] = {}
         # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
         # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
-        shape = shape_of(pod, request) if self.allocator.mix is not None else None
-        others: dict[str, tuple[float, int]] = {}
-        for name in names:
-            state = self.cache.get(name)
-            if state is None or state.node is None:
-                others[name] = (0.0, 0)
-                continue
-            with state.lock:
-                if shape is not None:
-                    growth = self.allocator.growth(state.devices, shape, *state.free())
-                    if growth is not None:
-                        raw_device[name] = growth
-                        packed[name] = _packed(state, shape)
-                elif request and state.devices.inventory.devices:
-                    key = request.key()
-                    devices = state.devices
-                    raw_device[name] = (self.allocator.score(devices, request) if key is None else
-                                        devices.memo(("score", key), partial(self.allocator.score, devices, request)))
-                load = self.load_aware.score(pod, state.node, state.metric, state.load, now) if w.load_aware else 0
-                numa = self.numa.score(pod, state.node, state.topology, state.numa) if w.node_numa_resource else 0
-            others[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
-                             w.load_aware + w.node_numa_resource)
+        mix = self.allocator.mix
+        shape = shape_of(pod, request) if mix is not None else None
+        key = ("score", pod_key(pod), mix.version if mix is not None else 0)
+        parts = self._per_node(names, key, now, partial(self._score_node, pod, request, shape, now))
+        raw_device: dict[str, float] = {}
+        packed: dict[str, float] = {}
+        for name, part in zip(names, parts, strict=True):
+            if part is not None and part.device is not None:
+                raw_device[name] = part.device
+                if part.packed is not None:
+                    packed[name] = part.packed
         if shape is not None:       # FragmentationAware: the smallest growth of fragmentation scores 100
             device = fgd.normalize(raw_device, packed)
         else:                       # kube's DefaultNormalizeScore: score × 100 / the highest
             top = max(raw_device.values(), default=0)
             device = {n: (v * 100 / top if top else 0.0) for n, v in raw_device.items()}
+        with_device = bool(request) or shape is not None
         out: dict[str, float] = {}
-        for name, (total, weight) in others.items():
-            if request or shape is not None:
+        for name, part in zip(names, parts, strict=True):
+            total, weight = (part.others, part.weight) if part is not None else (0.0, 0)
+            if with_device:
                 total += w.device_share * device.get(name, 0.0)
                 weight += w.device_share
             out[name] = total / weight if weight else 0.0
         return out
+
+    def _score_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, shape: fgd.Shape | None, now: float,
+                    state: NodeState) -> _NodeScore:
+        """One node's part of prioritize (the caller holds its lock): DeviceShare's raw score (or fragmentation
+        growth, with the packing tie-break), and the weighted LoadAware and NodeNUMAResource scores."""
+        w = self.config.weights
+        device = packed = None
+        if shape is not None:
+            device = self.allocator.growth(state.devices, shape, *state.free())
+            if device is not None:
+                packed = _packed(state, shape)
+        elif request and state.devices.inventory.devices:
+            key = request.key()
+            devices = state.devices
+            device = (self.allocator.score(devices, request) if key is None else
+                      devices.memo(("score", key), partial(self.allocator.score, devices, request)))
+        assert state.node is not None
+        load = self.load_aware.score(pod, state.node, state.metric, state.load, now) if w.load_aware else 0
+        numa = self.numa.score(pod, state.node, state.topology, state.numa) if w.node_numa_resource else 0
+        return _NodeScore(device, packed, float(w.load_aware * load + w.node_numa_resource * numa),
+                          w.load_aware + w.node_numa_resource)
 
     # --- the verbs (JSON in, JSON out) -----------------------------------------------------------------------------
 
