@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from koordlet.base.quantity import parse_quantity
 from koordlet.states import kubeapi
@@ -44,8 +44,39 @@ from scheduler.requests import pod_requests, value
 log = logging.getLogger(__name__)
 
 _TERMINAL = ("Succeeded", "Failed")
-MEMO_PER_NODE = 32          # remembered answers per node (emptied when full): a few pod shapes are in play at once
-T = TypeVar("T")
+MEMO_KEYS = 32              # questions whose answers are kept (the oldest dropped): a few pod shapes are in play
+Answer = tuple[Any, float, bool]    # (answer, when the node's metric expires, whether it had when answered)
+
+
+class Answers:
+    """What the extender answered for each node, by question (a verb and a pod key), kept until the node changes.
+
+    One table per question, node name -> :data:`Answer`, read without a lock (one dict lookup per node: a filter
+    asks about hundreds); an answer is written under its node's lock and every write to the node's state drops
+    the node's answers under that lock, so an answer read here is the one the node as it is now gives (or, read
+    while a change is being written, the one from just before it). An answer also holds while the node's
+    NodeMetric stays on the same side of its expiry, the one thing that changes with time alone."""
+
+    def __init__(self, keys: int = MEMO_KEYS) -> None:
+        self._tables: dict[Hashable, dict[str, Answer]] = {}
+        self._keys = keys
+        self._lock = threading.Lock()
+
+    def table(self, question: Hashable) -> dict[str, Answer]:
+        table = self._tables.get(question)
+        if table is None:
+            with self._lock:
+                table = self._tables.get(question)
+                if table is None:
+                    if len(self._tables) >= self._keys:
+                        del self._tables[next(iter(self._tables))]
+                    table = self._tables[question] = {}
+        return table
+
+    def forget(self, name: str) -> None:
+        """Drop the node's answers to every question (the caller holds the node's lock)."""
+        for table in list(self._tables.values()):
+            table.pop(name, None)
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:
@@ -93,20 +124,16 @@ class NodeState:
 
     allocatable: tuple[int, int] = (0, 0)                            # cpu (milli), memory: from ``node``
     stale_at: float = math.inf                                       # when ``metric`` expires (LoadAware)
-    # the extender's answers for this node, by what was asked: (whether the metric had expired, answer); emptied by
-    # every change, so an answer read here is one the node as it is now would give
-    memo: dict[Hashable, tuple[bool, Any]] = field(default_factory=dict)
+    answers: Answers = field(default_factory=Answers)                # the cache's: what was answered about nodes
 
     def changed(self) -> None:
-        """Forget the remembered answers: every write to the node's state ends here (under ``lock``)."""
-        self.memo = {}
+        """Every write to the node's state ends here (under ``lock``): the answers given about it no longer hold."""
+        self.answers.forget(self.name)
 
-    def remember(self, key: Hashable, stale: bool, answer: T) -> T:
-        """Keep ``answer`` (computed under ``lock`` with the metric ``stale`` or not) until the next change."""
-        if len(self.memo) >= MEMO_PER_NODE:
-            self.memo = {}
-        self.memo[key] = (stale, answer)
-        return answer
+    def remove(self) -> None:
+        """The Node was deleted: whoever still holds this state finds no node (under ``lock``)."""
+        self.node = None
+        self.changed()
 
     def set_node(self, node: dict[str, Any]) -> None:
         self.node = node
@@ -188,6 +215,7 @@ class ClusterCache:
         self.config = config or ExtenderConfig()
         self.load_aware = LoadAware(self.config.load_aware)
         self._lock = threading.Lock()
+        self.answers = Answers()
         self._nodes: dict[str, NodeState] = {}
         self._pods: dict[str, dict[str, Any]] = {}          # uid -> every pod not terminated (pending ones too)
         self._where: dict[str, str] = {}                    # uid -> node it is counted on
@@ -205,12 +233,6 @@ class ClusterCache:
     def get(self, name: str) -> NodeState | None:
         with self._lock:
             return self._nodes.get(name)
-
-    def states(self, names: list[str]) -> list[NodeState | None]:
-        """:meth:`get` for many names at once (one lock acquisition: filter and prioritize ask for hundreds)."""
-        with self._lock:
-            get = self._nodes.get
-            return [get(n) for n in names]
 
     def pod(self, uid: str) -> dict[str, Any] | None:
         with self._lock:
@@ -232,7 +254,7 @@ class ClusterCache:
         with self._lock:
             state = self._nodes.get(name)
             if state is None:
-                state = self._nodes[name] = NodeState(name, NodeLoad(self.load_aware))
+                state = self._nodes[name] = NodeState(name, NodeLoad(self.load_aware), answers=self.answers)
             return state
 
     # --- watch handlers --------------------------------------------------------------------------------------------
@@ -241,7 +263,10 @@ class ClusterCache:
         name = str((obj.get("metadata") or {}).get("name", ""))
         if kind == "DELETED":
             with self._lock:
-                self._nodes.pop(name, None)
+                gone = self._nodes.pop(name, None)
+            if gone is not None:
+                with gone.lock:
+                    gone.remove()
             return
         state = self._state(name)
         with state.lock:

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
 UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
 T = TypeVar("T")
+MAX_ASKED = 1024            # pod keys remembered (emptied when full)
 
 # (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.states.kubeapi.ApiError)
 Binder = Callable[[str, str, str, str, Mapping[str, str]], None]
@@ -64,6 +65,18 @@ class Verdicts:
     fits: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a pod asks, read once per pod key (:func:`scheduler.requests.pod_key`): the decisions read nothing of
+    a pod that its key does not hold, so the first pod seen with a key stands for every later one (and the
+    plugins' per-pod readings are made once per workload, not once per call)."""
+
+    key: str
+    pod: Mapping[str, Any]
+    request: PodDeviceRequest | None          # None: it can never be allocated (``error`` says why)
+    error: str
 
 
 @dataclass(frozen=True)
@@ -97,21 +110,37 @@ class Extender:
         self.numa = NodeNUMAResource(self.config.numa)
         self._binder = binder
         self._clock = clock
+        self._asks: dict[str, _Asked] = {}
 
     # --- decisions (shared with the simulator) ---------------------------------------------------------------------
+
+    def _asked(self, pod: Mapping[str, Any]) -> _Asked:
+        """The pod's :class:`_Asked`, read once per pod key."""
+        key = pod_key(pod)
+        known = self._asks.get(key)
+        if known is None:
+            try:
+                request, error = pod_device_request(pod), ""
+            except RequestError as e:
+                request, error = None, str(e)
+            if len(self._asks) >= MAX_ASKED:
+                self._asks = {}
+            known = self._asks[key] = _Asked(key, pod, request, error)
+        return known
 
     def check(self, pod: Mapping[str, Any], names: list[str]) -> Verdicts:
         """Filter: which of ``names`` can take the pod."""
         out = Verdicts()
-        try:
-            request = pod_device_request(pod)
-        except RequestError as e:
-            out.unresolvable = dict.fromkeys(names, str(e))
+        asked = self._asked(pod)
+        request = asked.request
+        if request is None:
+            out.unresolvable = dict.fromkeys(names, asked.error)
             return out
+        pod = asked.pod
         if self.allocator.mix is not None:
             self.allocator.mix.observe(shape_of(pod, request))
         now = self._clock()
-        verdicts = self._per_node(names, ("filter", pod_key(pod)), now,
+        verdicts = self._per_node(names, ("filter", asked.key), now,
                                   lambda state: self._check_node(pod, request, state, now))
         for name, verdict in zip(names, verdicts, strict=True):
             if verdict is None:
@@ -126,23 +155,30 @@ class Extender:
                 out.failed[name] = reason
         return out
 
-    def _per_node(self, names: list[str], key: Hashable, now: float,
+    def _per_node(self, names: list[str], question: Hashable, now: float,
                   decide: Callable[[NodeState], T]) -> list[T | None]:
-        """``decide(state)`` for each named node under its lock (None for a node not in the cache), remembered on
-        the node until it changes: between two pods of one workload only the node the first landed on does, so
-        the rest cost a dict lookup, without the lock (an answer read while a change is being written is the
-        one from just before it; bind decides again under the lock)."""
+        """``decide(state)`` for each named node under its lock (None for a node not in the cache), kept in the
+        cache's :class:`~scheduler.cache.Answers` until the node changes: between two pods of one workload only
+        the node the first landed on does, so the others cost a dict lookup (bind decides again under the
+        lock)."""
+        table = self.cache.answers.table(question)
         out: list[T | None] = []
-        for state in self.cache.states(names):
-            if state is None or state.node is None:
+        for name in names:
+            known = table.get(name)
+            if known is not None and (now >= known[1]) == known[2]:
+                out.append(known[0])
+                continue
+            state = self.cache.get(name)
+            if state is None:
                 out.append(None)
                 continue
-            known = state.memo.get(key)
-            if known is not None and known[0] == (now >= state.stale_at):
-                out.append(known[1])
-                continue
             with state.lock:
-                out.append(state.remember(key, now >= state.stale_at, decide(state)))
+                if state.node is None:
+                    out.append(None)
+                    continue
+                answer = decide(state)
+                table[name] = (answer, state.stale_at, now >= state.stale_at)
+            out.append(answer)
         return out
 
     def _check_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, state: NodeState,
@@ -175,40 +211,28 @@ class Extender:
             return e.reason, e.unresolvable
         return None, False
 
-    def scores(self, pod: Mapping[str, Any], names: list[str]) -> dict[str, float]:
-        """Prioritize: each node's weighted plugin score, 0..100."""
-        try:
-            request = pod_device_request(pod)
-        except RequestError:
-            request = PodDeviceRequest({})
+    def scores(self, pod: Mapping[str, Any], names: list[str]) -> list[float]:
+        """Prioritize: each named node's weighted plugin score, 0..100, in the order of ``names``."""
+        asked = self._asked(pod)
+        pod = asked.pod
+        request = asked.request if asked.request is not None else PodDeviceRequest({})
         w = self.config.weights
         now = self._clock()
         # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
         # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
         mix = self.allocator.mix
         shape = shape_of(pod, request) if mix is not None else None
-        key = ("score", pod_key(pod), mix.version if mix is not None else 0)
+        key = ("score", asked.key, mix.version if mix is not None else 0)
         parts = self._per_node(names, key, now, partial(self._score_node, pod, request, shape, now))
-        raw_device: dict[str, float] = {}
-        packed: dict[str, float] = {}
-        for name, part in zip(names, parts, strict=True):
-            if part is not None and part.device is not None:
-                raw_device[name] = part.device
-                if part.packed is not None:
-                    packed[name] = part.packed
-        if shape is not None:       # FragmentationAware: the smallest growth of fragmentation scores 100
-            device = fgd.normalize(raw_device, packed)
-        else:                       # kube's DefaultNormalizeScore: score × 100 / the highest
-            top = max(raw_device.values(), default=0)
-            device = {n: (v * 100 / top if top else 0.0) for n, v in raw_device.items()}
-        with_device = bool(request) or shape is not None
-        out: dict[str, float] = {}
-        for name, part in zip(names, parts, strict=True):
+        device = _device_scores(names, parts, shape is not None) if request or shape is not None else None
+        share = w.device_share
+        out = []
+        for i, part in enumerate(parts):
             total, weight = (part.others, part.weight) if part is not None else (0.0, 0)
-            if with_device:
-                total += w.device_share * device.get(name, 0.0)
-                weight += w.device_share
-            out[name] = total / weight if weight else 0.0
+            if device is not None:
+                total += share * device[i]
+                weight += share
+            out.append(total / weight if weight else 0.0)
         return out
 
     def _score_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, shape: fgd.Shape | None, now: float,
@@ -251,9 +275,9 @@ class Extender:
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
         names, _ = _names(args)
-        scores = self.scores(args.get("Pod") or {}, names)
         top = self.config.max_score
-        return [{"Host": n, "Score": round(scores.get(n, 0.0) * top / 100)} for n in names]
+        return [{"Host": n, "Score": round(s * top / 100)}
+                for n, s in zip(names, self.scores(args.get("Pod") or {}, names), strict=True)]
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
         namespace, name = str(args.get("PodNamespace", "")), str(args.get("PodName", ""))
@@ -395,6 +419,18 @@ class Extender:
             finally:
                 for _, p in removed:
                     state.devices.add_pod(p)
+
+
+def _device_scores(names: list[str], parts: list[_NodeScore | None], fragmentation: bool) -> list[float]:
+    """DeviceShare's 0..100 for each named node, normalized over them: by the smallest growth of fragmentation
+    (FragmentationAware), else kube's DefaultNormalizeScore (score × 100 / the highest); 0 where it has no say."""
+    if fragmentation:
+        growth = {n: p.device for n, p in zip(names, parts, strict=True) if p is not None and p.device is not None}
+        packed = {n: p.packed for n, p in zip(names, parts, strict=True) if p is not None and p.packed is not None}
+        normalized = fgd.normalize(growth, packed)
+        return [normalized.get(n, 0.0) for n in names]
+    top = max((p.device for p in parts if p is not None and p.device is not None), default=0)
+    return [p.device * 100 / top if top and p is not None and p.device is not None else 0.0 for p in parts]
 
 
 def _packed(state: NodeState, shape: fgd.Shape) -> float:

@@ -1,5 +1,5 @@
-"""The extender remembers each node's answers until the node changes (``NodeState.memo``): every kind of change the
-watches, binds and the clock bring must be seen by the very next filter or prioritize of the same pod shape, and
+"""The extender keeps each node's answers until the node changes (``scheduler.cache.Answers``): every kind of change
+the watches, binds and the clock bring must be seen by the very next filter or prioritize of the same pod shape, and
 pods that differ in anything the plugins read must not share answers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from doubles import schedcluster as sc
 from scheduler.cache import ClusterCache
 from scheduler.config import ExtenderConfig
-from scheduler.extender import Extender
+from scheduler.extender import UNKNOWN_NODE, Extender
 from tests.unit.test_sched_extender import GPU_ALLOC, Binds, _args
 from tests.unit.test_sched_loadaware import NOW, metric
 from tests.unit.test_sched_numa import detail, nrt
@@ -35,20 +35,33 @@ def _fits(ext: Extender, pod: dict[str, Any], node: str = "n0") -> bool:
     return ext.filter(_args(pod, [node]))["NodeNames"] == [node]
 
 
+class Decisions:
+    """Counts the nodes an extender decides afresh (answers it could not reuse)."""
+
+    def __init__(self, ext: Extender) -> None:
+        self.count = 0
+        check = ext._check_node
+
+        def counted(*args: Any) -> Any:
+            self.count += 1
+            return check(*args)
+        ext._check_node = counted        # type: ignore[method-assign]
+
+
 def test_replicas_share_a_nodes_answer_and_a_pod_landing_there_changes_it() -> None:
     cache = _gpu_node(1)
     ext = Extender(cache)
+    decided = Decisions(ext)
     asks = {"nvidia.com/gpu": "1"}
-    assert _fits(ext, _replica(0, asks))
-    state = cache.get("n0")
-    assert state is not None
-    remembered = dict(state.memo)
-    assert _fits(ext, _replica(1, asks)) and state.memo == remembered      # the second replica read the first's
+    assert _fits(ext, _replica(0, asks)) and decided.count == 1
+    assert _fits(ext, _replica(1, asks)) and decided.count == 1            # the second replica read the first's
     holder = sc.pod("holder", asks, node_name="n0", annotations={GPU_ALLOC: WHOLE_CARD % 0})
     cache.on_pod("ADDED", holder)
     assert not _fits(ext, _replica(2, asks))
     cache.on_pod("DELETED", holder)
     assert _fits(ext, _replica(3, asks))
+    cache.on_node("DELETED", sc.node("n0"))
+    assert ext.filter(_args(_replica(4, asks), ["n0"]))["FailedNodes"] == {"n0": UNKNOWN_NODE}
 
 
 def test_a_pod_moved_between_nodes_frees_the_first_and_fills_the_second() -> None:
@@ -166,6 +179,7 @@ def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> Non
     cache.on_node("ADDED", sc.node("hot", cpu="100", memory="400Gi"))
     cache.on_node_metric("ADDED", metric(name="hot", usage={"cpu": "70", "memory": "10Gi"}))
     ext = Extender(cache, clock=lambda: NOW)
+    decided = Decisions(ext)
     web = {"cpu": "1", "memory": "1Gi"}
     assert not _fits(ext, _replica(0, web), "hot")
     daemon = _replica(1, web)
@@ -175,5 +189,4 @@ def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> Non
     pending = _replica(3, web)
     pending["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     assert not _fits(ext, pending, "hot")
-    state = cache.get("hot")
-    assert state is not None and len(state.memo) == 3        # the last replica shared the first's answer
+    assert decided.count == 3                                 # the last replica shared the first's answer
