@@ -205,7 +205,8 @@ def bench_bind(binds: int, tmp: Path) -> None:
 
 def _extender_process(kubeconfig: str, conn: Connection) -> None:
     """The extender as ``koord-scheduler-extender serve`` runs it (watches, binder, HTTP server, frozen gc), in a
-    process of its own; answers the parent's ("seen", nodes, uids) once its cache holds them, until "stop"."""
+    process of its own; answers the parent's ("seen", nodes, uids) with its CPU seconds so far once its cache holds
+    them, until "stop"."""
     api = KubeApi(kubeconfig, qps=0)
     cache = ClusterCache()
     stop = threading.Event()
@@ -217,7 +218,7 @@ def _extender_process(kubeconfig: str, conn: Connection) -> None:
         _, nodes, uids = message
         while not (cache.synced and len(cache.node_names()) >= nodes and all(cache.pod(u) for u in uids)):
             time.sleep(0.01)
-        conn.send("seen")
+        conn.send(time.process_time())
     stop.set()
     cache.stop()
     server.stop()
@@ -248,14 +249,17 @@ def bench_throughput(node_counts: list[int], pods: int, tmp: Path) -> None:
             for label, extenders in (("alone", []), ("with the extender", [config])):
                 batch = [apiserver.add_pod(sc.pod(f"{count}-{label[:4]}-{i}", {"nvidia.com/gpu": "1", "cpu": "1"}))
                          for i in range(pods)]
-                parent.send(("seen", count, [p["metadata"]["uid"] for p in batch]))
-                parent.recv()
+                uids = [p["metadata"]["uid"] for p in batch]
+                parent.send(("seen", count, uids))
+                cpu = parent.recv()
                 with KubeSchedulerDouble(extenders, api=apiserver.url, percentage_of_nodes_to_score=percentage) as ks:
                     start = time.perf_counter()
                     placed = sum(ks.schedule_one(pod, nodes).node is not None for pod in batch)
                     rates[label] = pods / (time.perf_counter() - start)
+                parent.send(("seen", count, uids))
+                cpu = (parent.recv() - cpu) / pods * 1000
                 print(f"pods/s, 1-GPU pods over {count} nodes: kube-scheduler double {label:17s} "
-                      f"{rates[label]:6.1f}  ({placed}/{pods} placed)")
+                      f"{rates[label]:6.1f}  ({placed}/{pods} placed; extender CPU {cpu:.2f} ms per pod)")
             ratio = rates["with the extender"] / rates["alone"]
             print(f"pods/s over {count} nodes: with the extender / alone = {ratio:.2f}")
         parent.send("stop")

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
 UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
 T = TypeVar("T")
+FITS: tuple[str | None, bool] = (None, False)     # filter's verdict for a node that can take the pod
 MAX_ASKED = 1024            # pod keys remembered (emptied when full)
 
 # (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.states.kubeapi.ApiError)
@@ -93,7 +94,7 @@ def _names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | N
     """The candidate node names, and the full Node objects when kube sent them (not nodeCacheCapable)."""
     names = args.get("NodeNames")
     if names is not None:
-        return [str(n) for n in names], None
+        return list(map(str, names)), None
     items = [n for n in ((args.get("Nodes") or {}).get("items") or []) if isinstance(n, dict)]
     return [str((n.get("metadata") or {}).get("name", "")) for n in items], items
 
@@ -143,6 +144,9 @@ class Extender:
         verdicts = self._per_node(names, ("filter", asked.key), now,
                                   lambda state: self._check_node(pod, request, state, now))
         for name, verdict in zip(names, verdicts, strict=True):
+            if verdict is FITS:
+                out.fits.append(name)
+                continue
             if verdict is None:
                 out.failed[name] = UNKNOWN_NODE
                 continue
@@ -201,7 +205,7 @@ class Extender:
         reason = self.load_aware.filter(pod, state.node, state.metric, state.load, now)
         if reason is not None:
             return reason, False
-        return None, False
+        return FITS
 
     def _trial(self, state: NodeState, request: PodDeviceRequest) -> tuple[str | None, bool]:
         """Filter's unscored allocation on one node: (None, False) when it fits, else (reason, unresolvable)."""
@@ -209,7 +213,7 @@ class Extender:
             self.allocator.allocate(state.devices, request)
         except AllocationFailure as e:
             return e.reason, e.unresolvable
-        return None, False
+        return FITS
 
     def scores(self, pod: Mapping[str, Any], names: list[str]) -> list[float]:
         """Prioritize: each named node's weighted plugin score, 0..100, in the order of ``names``."""
@@ -274,10 +278,14 @@ class Extender:
         return result
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [{"Host": n, "Score": s} for n, s in self.host_scores(args)]
+
+    def host_scores(self, args: Mapping[str, Any]) -> list[tuple[str, int]]:
+        """Prioritize's HostPriorityList as (host, score) pairs, scores in 0..``prioritizeMaxScore``."""
         names, _ = _names(args)
         top = self.config.max_score
-        return [{"Host": n, "Score": round(s * top / 100)}
-                for n, s in zip(names, self.scores(args.get("Pod") or {}, names), strict=True)]
+        return [(n, round(s * top / 100)) for n, s in zip(names, self.scores(args.get("Pod") or {}, names),
+                                                          strict=True)]
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
         namespace, name = str(args.get("PodNamespace", "")), str(args.get("PodName", ""))
