@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -103,7 +104,8 @@ class LoadAware:
         return tuple(values.get(name, 0) for name in self.resources)
 
     def _add(self, a: Vec, b: Vec) -> Vec:
-        return tuple(x + y for x, y in zip(a, b, strict=True))
+        """Element-wise sum of two vectors over :attr:`resources` (equal lengths by construction)."""
+        return tuple(map(operator.add, a, b))
 
     # -- estimation --
 
