@@ -44,7 +44,7 @@ from scheduler.requests import pod_requests, value
 log = logging.getLogger(__name__)
 
 _TERMINAL = ("Succeeded", "Failed")
-MEMO_KEYS = 32              # questions whose answers are kept (the oldest dropped): a few pod shapes are in play
+MEMO_KEYS = 32              # questions whose answers are kept: a few pod shapes are in play at once
 Answer = tuple[Any, float, bool]    # (answer, when the node's metric expires, whether it had when answered)
 
 
@@ -63,14 +63,14 @@ class Answers:
         self._lock = threading.Lock()
 
     def table(self, question: Hashable) -> dict[str, Answer]:
-        table = self._tables.get(question)
-        if table is None:
-            with self._lock:
-                table = self._tables.get(question)
-                if table is None:
-                    if len(self._tables) >= self._keys:
-                        del self._tables[next(iter(self._tables))]
-                    table = self._tables[question] = {}
+        """The question's table, made the most recently used (the least recently used is dropped when full)."""
+        with self._lock:
+            table = self._tables.pop(question, None)
+            if table is None:
+                table = {}
+                if len(self._tables) >= self._keys:
+                    del self._tables[next(iter(self._tables))]
+            self._tables[question] = table
         return table
 
     def forget(self, name: str) -> None:

@@ -190,3 +190,13 @@ def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> Non
     pending["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     assert not _fits(ext, pending, "hot")
     assert decided.count == 3                                 # the last replica shared the first's answer
+
+
+def test_the_least_recently_asked_question_is_the_one_dropped() -> None:
+    from scheduler.cache import Answers
+    answers = Answers(keys=2)
+    answers.table("a")["n0"] = ("A", 0.0, False)
+    answers.table("b")["n0"] = ("B", 0.0, False)
+    assert answers.table("a") == {"n0": ("A", 0.0, False)}     # asked again: now the most recent
+    answers.table("c")
+    assert answers.table("a") and not answers.table("b")
