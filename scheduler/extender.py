@@ -40,7 +40,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import combinations
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from koordlet.base import wire
 from scheduler import fgd
@@ -86,9 +86,9 @@ class _Asked:
     error: str
 
 
-@dataclass(frozen=True)
-class _NodeScore:
-    """One node's part of prioritize before DeviceShare's scores are normalized over the candidates."""
+class _NodeScore(NamedTuple):
+    """One node's part of prioritize before DeviceShare's scores are normalized over the candidates (a tuple of
+    numbers: thousands are kept, and the garbage collector stops tracking such tuples)."""
 
     device: float | None        # DeviceShare's raw score, or FragmentationAware's growth; None: no say here
     packed: float | None        # FragmentationAware's tie-break
