@@ -104,6 +104,14 @@ def _assigned_at(pod: Mapping[str, Any]) -> float:
     return time.time()
 
 
+def _same_holdings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two copies of one pod hold the same on a node (requests, devices, NUMA shares: what spec,
+    annotations and phase say), as the watch's copy of a pod this extender assumed does: it is not read again."""
+    return (a.get("spec") == b.get("spec")
+            and (a.get("status") or {}).get("phase") == (b.get("status") or {}).get("phase")
+            and (a.get("metadata") or {}).get("annotations") == (b.get("metadata") or {}).get("annotations"))
+
+
 @dataclass
 class NodeState:
     """Everything the plugins read of one node; guarded by ``lock``."""
@@ -179,13 +187,14 @@ class NodeState:
     def count(self, pod: dict[str, Any], assigned_at: float) -> None:
         uid = pod_uid(pod)
         old = self.pods.get(uid)
-        if old is not None:
-            self._add_requests(old, -1)
         self.pods[uid] = pod
-        self._add_requests(pod, 1)
         at = self.since.setdefault(uid, assigned_at)
-        self.devices.add_pod(pod)
-        self.numa.add(pod)
+        if old is None or not _same_holdings(old, pod):
+            if old is not None:
+                self._add_requests(old, -1)
+            self._add_requests(pod, 1)
+            self.devices.add_pod(pod)
+            self.numa.add(pod)
         self.load.add(pod, at)
         self.changed()
 

@@ -200,3 +200,19 @@ def test_the_least_recently_asked_question_is_the_one_dropped() -> None:
     assert answers.table("a") == {"n0": ("A", 0.0, False)}     # asked again: now the most recent
     answers.table("c")
     assert answers.table("a") and not answers.table("b")
+
+
+def test_the_watchs_copy_of_an_assumed_pod_is_read_again_only_where_it_differs() -> None:
+    cache = _gpu_node(2)
+    state = cache.get("n0")
+    assert state is not None
+    pod = sc.pod("p", {"nvidia.com/gpu": "1"}, node_name="n0", annotations={GPU_ALLOC: WHOLE_CARD % 0})
+    with state.lock:
+        cache.assume(state, pod)
+    generation = state.devices.generation
+    cache.on_pod("MODIFIED", json.loads(json.dumps(pod)))          # the same holdings: nothing read again
+    assert state.devices.generation == generation and set(state.devices.used["gpu"]) == {0}
+    moved = json.loads(json.dumps(pod))
+    moved["metadata"]["annotations"][GPU_ALLOC] = WHOLE_CARD % 1
+    cache.on_pod("MODIFIED", moved)
+    assert set(state.devices.used["gpu"]) == {1}
