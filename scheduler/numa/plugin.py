@@ -72,6 +72,7 @@ class _PodSpec:
     exclusive: str             # preferredCPUExclusivePolicy
     numa_policy: str
     numa_exclusive: str
+    units: Mapping[str, int]   # ``requests`` in framework units (what Score compares)
 
 
 def _request_formats(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -200,7 +201,7 @@ class NodeNUMAResource:
                 if cpu > 0:
                     bind, state_required, state_preferred, state_exclusive = True, required, policy, exclusive
         return _PodSpec(MappingProxyType(requests), cpu, bind, state_required, state_preferred, state_exclusive,
-                        numa_policy, numa_exclusive)
+                        numa_policy, numa_exclusive, MappingProxyType(framework_units(requests)))
 
     # -- per node --
 
@@ -365,7 +366,7 @@ class NodeNUMAResource:
         if isinstance(bind, Verdict) or (bind and (topo is None or not topo.valid)):
             return 0
         strategy = self.args.scoring_strategy
-        pod_units = framework_units(spec.requests)
+        pod_units = spec.units
         if isinstance(policy, Verdict) or policy == NUMA_NONE or topo is None:
             return resource_score(strategy.type, strategy.resources, usage.requested(),
                                   self._node_allocatable(node), pod_units)

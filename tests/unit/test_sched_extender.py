@@ -230,6 +230,14 @@ def test_http_handlers_answer_400_for_a_body_that_is_not_an_object(body: bytes) 
     assert status == 400 and b"filter" in text
 
 
+def test_prioritize_is_written_as_the_generic_encoder_writes_it() -> None:
+    from scheduler.server import host_priorities
+    pairs = [("n0", 0), ('odd"name\\', 10), ("nœud-é", 7), ("tab\there", 3), ("", 100)]
+    answer = [{"Host": h, "Score": s} for h, s in pairs]
+    assert host_priorities(pairs) == json.dumps(answer, separators=(",", ":")).encode()
+    assert host_priorities([]) == b"[]"
+
+
 def test_gpu_and_pinned_cpus_land_on_the_numa_node_whose_cards_are_free() -> None:
     """DeviceShare's NUMA hints join NodeNUMAResource's merge: with NUMA node 0's cards taken, a SingleNUMANode LSR
     pod gets cards and CPUs of NUMA node 1, written in one Binding (device-allocated + resource-status)."""
