@@ -214,13 +214,13 @@ def copy_sources(dest: str) -> None:
     """The checkout's files (git's view: tracked and untracked, not ignored) into ``dest``; pip builds in the source
     tree, and the checkout is not to be written to."""
     names: list[str] | None = None
-    if os.path.isdir(os.path.join(ROOT, ".git")) and shutil.which("git"):
+    if os.path.exists(os.path.join(ROOT, ".git")) and shutil.which("git"):      # a file in a git worktree
         done = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                               capture_output=True, check=False)
         if done.returncode == 0:
             names = [n for n in done.stdout.decode().split("\0") if n]
     if names is None:
-        shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(
+        shutil.copytree(ROOT, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
             ".git", ".venv*", "build", "dist", "var", "__pycache__", "*.egg-info", ".*_cache"))
         return
     for name in names:
