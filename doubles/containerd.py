@@ -133,12 +133,12 @@ def missing(runtime: Runtime | None = None) -> str | None:
 # ---- the cgroup test root, in every hierarchy ----------------------------------------------------------------------
 
 class CgroupRoots:
-    """``<hierarchy>/koordlet-rt-<pid>-<id>`` in every mounted hierarchy, and ``link_root/<name>`` symlinks to them
+    """``<hierarchy>/<prefix>-<pid>-<id>`` in every mounted hierarchy, and ``link_root/<name>`` symlinks to them
     for every entry of /sys/fs/cgroup (``cpu``, ``cpuacct``, ``cpu,cpuacct``, ...), so that an agent with
     ``--cgroup-root-dir link_root`` sees this tree as the host's."""
 
-    def __init__(self, link_root: str) -> None:
-        self.name = f"koordlet-rt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    def __init__(self, link_root: str, prefix: str = "koordlet-rt") -> None:
+        self.name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.link_root = link_root
         self.mounts = hierarchies()
         self.dirs: list[str] = []                  # relative dirs made by mkdir, creation order

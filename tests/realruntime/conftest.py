@@ -5,13 +5,13 @@ and the agent as its own daemon connected to containerd's NRI socket.
   that uses a runtime runs once against each (ids ``containerd-1.7``, ``containerd-2``), all of one runtime's first.
 - ``runtime_images`` (session): the pause and busybox OCI archives (doubles/ociimage.py), built once per session
   under the session's tmp dir.
-- ``node`` (module, per runtime): a cgroup test root in every hierarchy with the kubelet's QoS tiers, containerd started on it
-  (doubles/containerd.py: its own root, state, sockets and mount namespace under a temp dir) with the images
-  imported, and a :class:`~doubles.cri.Kubelet` over its CRI socket. Stopped by PID, everything removed, at the
-  end of the module.
-- ``agent`` (module): ``koordlet run --standalone`` without a pods file (pods from the cgroup tree, as a standalone
-  agent on a node without a pod list runs), pointed at the test root and containerd's NRI socket, with the GPU
-  env and oom_score_adj gates on and a stand-in ``libvgpu.so``.
+- ``node`` (module, per runtime): a cgroup test root in every hierarchy with the kubelet's QoS tiers, containerd
+  started on it (doubles/containerd.py: its own root, state, sockets and mount namespace under a temp dir) with the
+  images imported, and a :class:`~doubles.cri.Kubelet` over its CRI socket. Stopped by PID, everything removed, at
+  the end of the module.
+- ``agent`` (module, per runtime): ``koordlet run --standalone`` without a pods file (pods from the cgroup tree, as
+  a standalone agent on a node without a pod list runs), pointed at the test root and containerd's NRI socket, with
+  the GPU env and oom_score_adj gates on and a stand-in ``libvgpu.so``.
 
 Where a runtime cannot run (not root, no cgroup v1, that containerd or runc missing: run .ci/install-runtime) its
 tests skip with the reason, unless ``KOORDLET_REQUIRE_RUNTIME=1`` (CI), which fails them instead.
