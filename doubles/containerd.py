@@ -7,11 +7,13 @@ temporary directory, and the kubelet's cgroup tree inside a unique test root of 
   2.1, unpacked to /var/cache/koordlet-ci/containerd2/usr/bin), else those directories, else ``PATH`` when its
   containerd is of that version; runc from ``PATH`` (Debian 12's 1.1.5 works with both).
 - **Config** (version 2, one file for both: containerd 2.x migrates it to its version 3 when it loads it, and says so
-  in its log): root, state, gRPC socket and NRI socket under the directory; NRI enabled
-  with external connections and no pre-installed plugins; the CRI plugin with the ``native`` snapshotter, the
-  local pause image as ``sandbox_image``, ``restrict_oom_score_adj = true`` (a root without CAP_SYS_RESOURCE
-  cannot lower oom_score_adj: runc would fail every Guaranteed container), runc with cgroupfs (``SystemdCgroup =
-  false``).
+  in its log): root, state, gRPC socket and NRI socket under the directory; NRI enabled with external connections,
+  no pre-installed plugins and a 4 s plugin request timeout (containerd 2.x also puts it on each request, and the
+  plugin answers within half of a request's deadline: 4 s keeps a test's raised hook budget, up to 2 s, in force on
+  both runtimes, where the default 2 s would cut it to 1 s on 2.x alone); the CRI plugin with the ``native``
+  snapshotter, the local pause image as ``sandbox_image``, ``restrict_oom_score_adj = true`` (a root without
+  CAP_SYS_RESOURCE cannot lower oom_score_adj: runc would fail every Guaranteed container), runc with cgroupfs
+  (``SystemdCgroup = false``).
 - **Cgroups**: the pods' ``cgroup_parent`` is exactly the kubelet's (``/kubepods/besteffort/pod<uid>``); containerd
   and its shims run in a mount namespace of their own in which every cgroup hierarchy's test root is bind-mounted
   over the hierarchy, so runc puts ``/kubepods/...`` inside the test root and the host's real ``/kubepods`` is never
@@ -287,7 +289,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   plugin_path = "{base}/nri/plugins"
   plugin_config_path = "{base}/nri/conf.d"
   plugin_registration_timeout = "5s"
-  plugin_request_timeout = "2s"
+  plugin_request_timeout = "4s"
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{sandbox_image}"

@@ -156,7 +156,8 @@ def agent(node: Node, hami_host: HamiHost, tmp_path_factory: pytest.TempPathFact
         "--var-run-root-dir", os.path.dirname(node.runtime.nri_socket),
         "--runtime-hooks-nri-socket-path", os.path.basename(node.runtime.nri_socket),
         # the default budget is 100 ms; on a loaded 2-core CI host a hook may need more, and an empty (fail-open)
-        # answer would read as a wrong one here. Still below the runtime's 2 s request timeout.
+        # answer would read as a wrong one here. Within half the 4 s request timeout both runtimes have here
+        # (doubles/containerd.py), so containerd 2.x, which gives every request that deadline, leaves it in force.
         "--runtime-hooks-nri-hook-budget", "1.5s",
         "--hami-core-library-directory-path", hami_host.libvgpu,
         "--feature-gates", "GPUEnvInject=true,OOMScoreAdj=true",
