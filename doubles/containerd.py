@@ -1,14 +1,19 @@
 """A real containerd (≥ 1.7, NRI enabled) for the real-runtime tests and bench, with everything of its own under one
 temporary directory, and the kubelet's cgroup tree inside a unique test root of every cgroup hierarchy.
 
-- **Binaries**: ``KOORDLET_CONTAINERD`` (a directory with ``containerd``, ``containerd-shim-runc-v2`` and ``ctr``;
-  .ci/install-runtime unpacks Debian 13's containerd 1.7 to /var/cache/koordlet-ci/containerd/usr/bin), else that
-  directory, else ``PATH``; runc from ``PATH`` (Debian 12's 1.1.5 works).
-- **Config** (version 2, containerd 1.7): root, state, gRPC socket and NRI socket under the directory; NRI enabled
-  with external connections and no pre-installed plugins; the CRI plugin with the ``native`` snapshotter, the
-  local pause image as ``sandbox_image``, ``restrict_oom_score_adj = true`` (a root without CAP_SYS_RESOURCE
-  cannot lower oom_score_adj: runc would fail every Guaranteed container), runc with cgroupfs (``SystemdCgroup =
-  false``).
+- **Binaries**: two runtimes (:data:`RUNTIMES`), each a directory with ``containerd``, ``containerd-shim-runc-v2``
+  and ``ctr``: containerd 1.7 from ``KOORDLET_CONTAINERD`` (.ci/install-runtime unpacks Debian 13's 1.7 to
+  /var/cache/koordlet-ci/containerd/usr/bin) and containerd 2.x from ``KOORDLET_CONTAINERD_2`` (Debian unstable's
+  2.1, unpacked to /var/cache/koordlet-ci/containerd2/usr/bin), else those directories, else ``PATH`` when its
+  containerd is of that version; runc from ``PATH`` (Debian 12's 1.1.5 works with both).
+- **Config** (version 2, one file for both: containerd 2.x migrates it to its version 3 when it loads it, and says so
+  in its log): root, state, gRPC socket and NRI socket under the directory; NRI enabled with external connections,
+  no pre-installed plugins and a 4 s plugin request timeout (containerd 2.x also puts it on each request, and the
+  plugin answers within half of a request's deadline: 4 s keeps a test's raised hook budget, up to 2 s, in force on
+  both runtimes, where the default 2 s would cut it to 1 s on 2.x alone); the CRI plugin with the ``native``
+  snapshotter, the local pause image as ``sandbox_image``, ``restrict_oom_score_adj = true`` (a root without
+  CAP_SYS_RESOURCE cannot lower oom_score_adj: runc would fail every Guaranteed container), runc with cgroupfs
+  (``SystemdCgroup = false``).
 - **Cgroups**: the pods' ``cgroup_parent`` is exactly the kubelet's (``/kubepods/besteffort/pod<uid>``); containerd
   and its shims run in a mount namespace of their own in which every cgroup hierarchy's test root is bind-mounted
   over the hierarchy, so runc puts ``/kubepods/...`` inside the test root and the host's real ``/kubepods`` is never
@@ -34,30 +39,56 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import psutil
 
 from doubles.cri import CRIClient, CRIError
 
 CGROUP_FS = "/sys/fs/cgroup"
-DEFAULT_DIR = "/var/cache/koordlet-ci/containerd/usr/bin"       # where .ci/install-runtime unpacks containerd
-MIN_VERSION = (1, 7)
 BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
 SHIM_DIRS = ("/run/containerd/s", "/run/containerd")          # innermost first
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """One containerd the real-runtime tests run against: where its binaries are looked for, and which versions
+    count as it (``lowest`` included, ``beyond`` not)."""
+    name: str                   # the tests' parameter id
+    env: str                    # the variable naming its directory
+    default_dir: str            # where .ci/install-runtime unpacks it
+    lowest: tuple[int, int]
+    beyond: tuple[int, int]
+
+    def accepts(self, version: tuple[int, int, int]) -> bool:
+        return self.lowest <= version[:2] < self.beyond
+
+
+RUNTIMES = (
+    Runtime("containerd-1.7", "KOORDLET_CONTAINERD", "/var/cache/koordlet-ci/containerd/usr/bin", (1, 7), (2, 0)),
+    Runtime("containerd-2", "KOORDLET_CONTAINERD_2", "/var/cache/koordlet-ci/containerd2/usr/bin", (2, 0), (3, 0)),
+)
+
+
 # ---- what this host has ------------------------------------------------------------------------------------------
 
-def containerd_dir() -> str | None:
-    """The directory holding containerd, its runc shim and ctr; None when there is none."""
-    candidates = [os.environ.get("KOORDLET_CONTAINERD", ""), DEFAULT_DIR]
+def runtime_dir(runtime: Runtime) -> str | None:
+    """The directory holding this runtime's containerd, its runc shim and ctr; None when there is none."""
+    candidates = [os.environ.get(runtime.env, ""), runtime.default_dir]
     found = shutil.which("containerd")
     if found:
         candidates.append(os.path.dirname(found))
     for d in candidates:
         if d and all(os.access(os.path.join(d, b), os.X_OK) for b in BINARIES):
-            return d
+            v = version_of(os.path.join(d, "containerd"))
+            if v is not None and runtime.accepts(v):
+                return d
     return None
+
+
+def containerd_dir() -> str | None:
+    """The directory of the first runtime of :data:`RUNTIMES` this host has; None when it has none."""
+    return next((d for d in map(runtime_dir, RUNTIMES) if d is not None), None)
 
 
 def version_of(binary: str) -> tuple[int, int, int] | None:
@@ -82,8 +113,9 @@ def hierarchies() -> dict[str, str]:
     return out
 
 
-def missing() -> str | None:
-    """None when a real containerd can run here, else why not (the reason a test skips with)."""
+def missing(runtime: Runtime | None = None) -> str | None:
+    """None when ``runtime`` (any of :data:`RUNTIMES` when None) can run here, else why not (the reason a test
+    skips with)."""
     if os.geteuid() != 0:
         return "needs root (containerd, runc, cgroups, mount namespaces)"
     if not os.path.exists(os.path.join(CGROUP_FS, "cpu", "cgroup.procs")):
@@ -91,25 +123,24 @@ def missing() -> str | None:
     for tool in ("runc", "unshare", "nsenter", "setpriv", "mount"):
         if shutil.which(tool) is None:
             return f"no {tool} on PATH (apt-get install runc util-linux; .ci/install-runtime)"
-    d = containerd_dir()
-    if d is None:
-        return ("no containerd >= 1.7: run .ci/install-runtime (containerd from Debian trixie, unpacked to "
-                f"{DEFAULT_DIR}) or set KOORDLET_CONTAINERD to a directory with {', '.join(BINARIES)}")
-    v = version_of(os.path.join(d, "containerd"))
-    if v is None or v[:2] < MIN_VERSION:
-        return f"containerd in {d} is {v}: NRI needs >= {'.'.join(map(str, MIN_VERSION))}"
-    return None
+    wanted = RUNTIMES if runtime is None else (runtime,)
+    if any(runtime_dir(r) is not None for r in wanted):
+        return None
+    return "; ".join(
+        f"no containerd {'.'.join(map(str, r.lowest))} to < {'.'.join(map(str, r.beyond))}: run .ci/install-runtime "
+        f"(it unpacks one to {r.default_dir}) or set {r.env} to a directory with {', '.join(BINARIES)}"
+        for r in wanted)
 
 
 # ---- the cgroup test root, in every hierarchy ----------------------------------------------------------------------
 
 class CgroupRoots:
-    """``<hierarchy>/koordlet-rt-<pid>-<id>`` in every mounted hierarchy, and ``link_root/<name>`` symlinks to them
+    """``<hierarchy>/<prefix>-<pid>-<id>`` in every mounted hierarchy, and ``link_root/<name>`` symlinks to them
     for every entry of /sys/fs/cgroup (``cpu``, ``cpuacct``, ``cpu,cpuacct``, ...), so that an agent with
     ``--cgroup-root-dir link_root`` sees this tree as the host's."""
 
-    def __init__(self, link_root: str) -> None:
-        self.name = f"koordlet-rt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    def __init__(self, link_root: str, prefix: str = "koordlet-rt") -> None:
+        self.name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.link_root = link_root
         self.mounts = hierarchies()
         self.dirs: list[str] = []                  # relative dirs made by mkdir, creation order
@@ -258,7 +289,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   plugin_path = "{base}/nri/plugins"
   plugin_config_path = "{base}/nri/conf.d"
   plugin_registration_timeout = "5s"
-  plugin_request_timeout = "2s"
+  plugin_request_timeout = "4s"
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{sandbox_image}"

@@ -325,6 +325,18 @@ class Cgroups:
                 return target
         return None
 
+    def identity(self, rel: str) -> tuple[int, ...]:
+        """The inode numbers of ``rel``'s dir in the hierarchies QoS writes (0 where it is missing): a dir removed
+        and made again at the same path (a systemd service's cgroup at every restart) has another identity."""
+        subsystems = ("cpu", "cpuset", "memory", "blkio") if self.version is CgroupVersion.V1 else ("",)
+        out = []
+        for subsystem in subsystems:
+            try:
+                out.append(os.stat(self.path(subsystem, rel)).st_ino)
+            except OSError:
+                out.append(0)
+        return tuple(out)
+
     def listing_dir(self, rel: str) -> str:
         """The directory whose children are listed/watched for pods and containers (v1: cpu, as upstream)."""
         return self.path("cpu", rel)

@@ -19,6 +19,7 @@ from koordlet.host.cgroup import Cgroups, KubeQOS
 from koordlet.host.paths import HostPaths
 from koordlet.host.sysctl import read_sysctl, sysctl_path
 from koordlet.rules.cpu_qos import CPUQOSRule, cpu_qos_rule, decided_pod_bvt, host_app_bvt, idle_values
+from koordlet.states.hostapps import HostApp, SetApps
 from koordlet.states.informer import pod_owner
 from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor, Update
@@ -47,6 +48,7 @@ class CPUQOS:
         self.bvt = cgroups.has_file("cpu", kubepods, BVT) or self.sysctl
         self.idle = cgroups.has_file("cpu", kubepods, IDLE)
         self._paths = paths
+        self._idle_apps, self._bvt_apps = SetApps(), SetApps()
         self._rule: tuple[NodeSLOSpec, CPUQOSRule] | None = None
         self._bad = LogOnce(log)
         self._note = LogOnce(log, logging.INFO)
@@ -63,15 +65,22 @@ class CPUQOS:
         if idle is not None and rule.group_identity and not self.bvt and idle[KubeQOS.BESTEFFORT]:
             self._note("fallback", "group identity unsupported by this kernel (no cpu.bvt_warp_ns); BE isolation "
                       "uses cpu.idle on the BestEffort dir instead be_idle=%d", idle[KubeQOS.BESTEFFORT])
+        bvt_apps: list[HostApp] = []
         if self.bvt and self._bvt_wanted(rule, executor):
             self._write_bvt(rule, view, executor)
+            bvt_apps = list(view.host_apps)
+        idle_apps = [app for app in view.host_apps if app.qos in _APP_KUBE_QOS] if idle is not None else []
         if idle is not None:
             layout = executor.cgroups.layout
             executor.update(executor.cgroup(layout.qos_dir(q), IDLE, idle[q], f"qos {q.value}", REASON)
                             for q in KubeQOS)
             executor.update(executor.cgroup(app.cgroup_dir, IDLE, idle[_APP_KUBE_QOS[app.qos]],
-                                            f"hostapp {app.name}", REASON)
-                            for app in view.host_apps if app.qos in _APP_KUBE_QOS)
+                                            f"hostapp {app.name}", REASON) for app in idle_apps)
+        # host applications the agent no longer manages get the kernel's defaults back
+        executor.update([executor.cgroup(app.cgroup_dir, IDLE, 0, f"hostapp {app.name}", REASON)
+                         for app in self._idle_apps.left(idle_apps, executor.cgroups)]
+                        + [executor.cgroup(app.cgroup_dir, BVT, 0, f"hostapp {app.name}", REASON)
+                           for app in self._bvt_apps.left(bvt_apps, executor.cgroups)])
 
     def _bvt_wanted(self, rule: CPUQOSRule, executor: Executor) -> bool:
         """Upstream's sysctl dance: enabling GI turns core scheduling off first; with GI off in both the rule and

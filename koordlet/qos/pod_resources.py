@@ -1,6 +1,7 @@
 """Pod and container cgroup resources from the rules: cpuset (CPUSetAllocator), cfs quota unset for cpuset pods,
 batch resources for BE pods (BatchResource), and the normalized cfs quota of cpu-share pods (CPUNormalization).
-Host applications of class LS get the share pools.
+Host applications of class LS get the share pools; one that leaves the NodeSLO (or that class) gets its parent's
+CPUs back.
 
 CPUNormalization (upstream ``runtimehooks/hooks/cpunormalization``, reconciler only: upstream's NRI and proxy
 paths carry no resources for it): while the node has a valid ``node.koordinator.sh/cpu-normalization-ratio``
@@ -25,6 +26,7 @@ annotation could not be decoded). The writes themselves are timed by the executo
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 from koordlet.base import wire
 from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin
+from koordlet.host.cgroup import Cgroups, CgroupVersion
 from koordlet.rules.pod_plan import PlanRule, PodPlan, consequence, plan_pod
 from koordlet.rules.resources import (
     REASON_BATCH,
@@ -44,6 +47,7 @@ from koordlet.rules.resources import (
     normalization_ratio,
     normalization_rule,
 )
+from koordlet.states.hostapps import SetApps
 from koordlet.states.informer import PodMeta, pod_owner
 from koordlet.states.nodestate import NodeView
 from koordlet.writer.executor import Executor, Update
@@ -73,6 +77,17 @@ class _PodUpdates:
         object.__setattr__(self, "resources", tuple((level, labels) for level, labels in distinct if labels))
 
 
+def released_cpuset(cgroups: Cgroups, rel: str) -> str | None:
+    """What a host application's cpuset goes back to when the agent no longer manages it: every CPU of its parent
+    (v1: the parent's cpuset.cpus; v2: empty, which takes the parent's); None when the parent cannot be read."""
+    if cgroups.version is CgroupVersion.V2:
+        return ""
+    try:
+        return cgroups.read_cpuset(posixpath.dirname(rel))
+    except OSError:
+        return None
+
+
 class PodResources:
     name = "pod-resources"
 
@@ -89,6 +104,7 @@ class PodResources:
         # same one (the informer makes new ones at each sync) and the node-wide inputs have not changed
         self._memo: dict[str, tuple[PodMeta, _PodUpdates]] = {}
         self._inputs: tuple[object, ...] | None = None
+        self._cpuset_apps = SetApps()           # host applications given a cpuset (reset when they leave)
 
     def reconcile(self, view: NodeView, executor: Executor) -> None:
         quota_on = batch_quota_enabled(view.slo)
@@ -127,8 +143,15 @@ class PodResources:
         if uids != self._uids:
             self._uids = uids
             self._refused.keep_only(f"{uid}/{key}" for uid in uids for key in REPORTED)
+        given = []
         for app in view.host_apps:
             cpuset = host_app_cpuset(app.qos, view) if self.cpuset else None
+            if cpuset is not None:
+                given.append(app)
+                pods.append(executor.cgroup(app.cgroup_dir, "cpuset.cpus", cpuset, f"hostapp {app.name}",
+                                            REASON_CPUSET))
+        for app in self._cpuset_apps.left(given, executor.cgroups):
+            cpuset = released_cpuset(executor.cgroups, app.cgroup_dir)
             if cpuset is not None:
                 pods.append(executor.cgroup(app.cgroup_dir, "cpuset.cpus", cpuset, f"hostapp {app.name}",
                                             REASON_CPUSET))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from koordlet.base.logutil import LogOnce
 from koordlet.component import Strategy
+from koordlet.states.hostapps import HostApp
 from koordlet.states.nodestate import NodeView
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Reconciler:
         self._wake = threading.Event()
         self.cycles = 0
         self.last_view: NodeView | None = None   # what the NRI hooks decide from between cycles
+        self._app_dirs: dict[str, tuple[int, ...]] = {}   # host application dir -> its identity last cycle
 
     def nudge(self) -> None:
         """Run the next cycle now (a container just started: cookies and task moves need its processes)."""
@@ -40,6 +42,7 @@ class Reconciler:
 
     def run_once(self, view: NodeView) -> None:
         self.last_view = view
+        self._forget_remade(view.host_apps)
         for strategy in self.strategies:
             try:
                 strategy.reconcile(view, self.executor)
@@ -54,6 +57,19 @@ class Reconciler:
         # needed); cheap when the pod set is unchanged
         self.executor.prune(meta.cgroup_dir for meta in view.pods)
         self.cycles += 1
+
+    def _forget_remade(self, apps: Sequence[HostApp]) -> None:
+        """A host application's cgroup is removed and made again at the same path whenever its service restarts
+        (systemd does that to every unit's cgroup). The executor's cache would take the old dir's values for the
+        new one's until they expire (its force refresh, a minute): for a dir made again it forgets them, so this
+        cycle writes the new dir."""
+        dirs = {}
+        for app in apps:
+            identity = self.executor.cgroups.identity(app.cgroup_dir)
+            if self._app_dirs.get(app.cgroup_dir, identity) != identity:
+                self.executor.forget_cgroup(app.cgroup_dir)
+            dirs[app.cgroup_dir] = identity
+        self._app_dirs = dirs
 
     def run(self, stop: threading.Event, view: Callable[[], NodeView | None],
             on_cycle: Callable[[], None] = lambda: None, offset: float = 0.0) -> None:

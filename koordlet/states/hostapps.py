@@ -64,6 +64,23 @@ def escaping(apps: Sequence[HostApp], cgroups: Cgroups) -> dict[str, str]:
     return out
 
 
+class SetApps:
+    """The host applications a strategy set one file of, cycle to cycle. :meth:`left` takes this cycle's and returns
+    the ones set before and not now (gone from the NodeSLO, moved to another dir, or no longer given that file by
+    their class), so the strategy gives their cgroups back the value a cgroup has without the agent. An app whose dir
+    now leads outside the cgroup root is not returned: nothing is written there. Kept in memory: an app removed
+    while the agent was down keeps what it was given."""
+
+    def __init__(self) -> None:
+        self._set: dict[str, HostApp] = {}
+
+    def left(self, now: Sequence[HostApp], cgroups: Cgroups) -> list[HostApp]:
+        current = {app.cgroup_dir: app for app in now}
+        gone = [app for rel, app in self._set.items() if rel not in current]
+        self._set = current
+        return [app for app in gone if cgroups.escape(app.cgroup_dir) is None]
+
+
 def resolve_host_apps(specs: tuple[HostApplicationSpec, ...], layout: Layout) -> tuple[list[HostApp], list[str]]:
     """The apps with their dirs, and one error per app that was refused (named, with the reason)."""
     apps, errors = [], []

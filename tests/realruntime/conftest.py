@@ -1,18 +1,20 @@
 """Fixtures of the real-runtime tests: a real containerd with NRI, pods driven through CRI as the kubelet drives them,
 and the agent as its own daemon connected to containerd's NRI socket.
 
+- ``runtime`` (session, parametrized): each containerd of ``doubles.containerd.RUNTIMES``, 1.7 and 2.x; every test
+  that uses a runtime runs once against each (ids ``containerd-1.7``, ``containerd-2``), all of one runtime's first.
 - ``runtime_images`` (session): the pause and busybox OCI archives (doubles/ociimage.py), built once per session
   under the session's tmp dir.
-- ``node`` (module): a cgroup test root in every hierarchy with the kubelet's QoS tiers, containerd started on it
-  (doubles/containerd.py: its own root, state, sockets and mount namespace under a temp dir) with the images
-  imported, and a :class:`~doubles.cri.Kubelet` over its CRI socket. Stopped by PID, everything removed, at the
-  end of the module.
-- ``agent`` (module): ``koordlet run --standalone`` without a pods file (pods from the cgroup tree, as a standalone
-  agent on a node without a pod list runs), pointed at the test root and containerd's NRI socket, with the GPU
-  env and oom_score_adj gates on and a stand-in ``libvgpu.so``.
+- ``node`` (module, per runtime): a cgroup test root in every hierarchy with the kubelet's QoS tiers, containerd
+  started on it (doubles/containerd.py: its own root, state, sockets and mount namespace under a temp dir) with the
+  images imported, and a :class:`~doubles.cri.Kubelet` over its CRI socket. Stopped by PID, everything removed, at
+  the end of the module.
+- ``agent`` (module, per runtime): ``koordlet run --standalone`` without a pods file (pods from the cgroup tree, as
+  a standalone agent on a node without a pod list runs), pointed at the test root and containerd's NRI socket, with
+  the GPU env and oom_score_adj gates on and a stand-in ``libvgpu.so``.
 
-Where the runtime cannot run (not root, no cgroup v1, containerd < 1.7 or runc missing: run .ci/install-runtime)
-the tests skip with the reason, unless ``KOORDLET_REQUIRE_RUNTIME=1`` (CI), which fails them instead.
+Where a runtime cannot run (not root, no cgroup v1, that containerd or runc missing: run .ci/install-runtime) its
+tests skip with the reason, unless ``KOORDLET_REQUIRE_RUNTIME=1`` (CI), which fails them instead.
 All of a module's tests run in one pytest-xdist worker (``xdist_group``; ``make test`` distributes by group), so
 one containerd and one agent serve them all.
 """
@@ -63,6 +65,15 @@ class Node:
         return self.kubelet.client
 
 
+@pytest.fixture(scope="session", params=containerd.RUNTIMES, ids=[r.name for r in containerd.RUNTIMES])
+def runtime(request: pytest.FixtureRequest) -> containerd.Runtime:
+    rt: containerd.Runtime = request.param
+    reason = containerd.missing(rt)
+    if reason:
+        unavailable(reason)
+    return rt
+
+
 @pytest.fixture(scope="session")
 def runtime_images(tmp_path_factory: pytest.TempPathFactory) -> Images:
     reason = containerd.missing()
@@ -83,9 +94,10 @@ def runtime_images(tmp_path_factory: pytest.TempPathFactory) -> Images:
 
 
 @pytest.fixture(scope="module")
-def node(runtime_images: Images, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    bin_dir = containerd.containerd_dir()
-    assert bin_dir is not None                         # runtime_images checked containerd.missing()
+def node(runtime: containerd.Runtime, runtime_images: Images,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    bin_dir = containerd.runtime_dir(runtime)
+    assert bin_dir is not None                         # the runtime fixture checked containerd.missing(runtime)
     link_root = tmp_path_factory.mktemp("cgroup")
     roots = containerd.CgroupRoots(str(link_root))
     rt: containerd.Containerd | None = None
@@ -144,7 +156,8 @@ def agent(node: Node, hami_host: HamiHost, tmp_path_factory: pytest.TempPathFact
         "--var-run-root-dir", os.path.dirname(node.runtime.nri_socket),
         "--runtime-hooks-nri-socket-path", os.path.basename(node.runtime.nri_socket),
         # the default budget is 100 ms; on a loaded 2-core CI host a hook may need more, and an empty (fail-open)
-        # answer would read as a wrong one here. Still below the runtime's 2 s request timeout.
+        # answer would read as a wrong one here. Within half the 4 s request timeout both runtimes have here
+        # (doubles/containerd.py), so containerd 2.x, which gives every request that deadline, leaves it in force.
         "--runtime-hooks-nri-hook-budget", "1.5s",
         "--hami-core-library-directory-path", hami_host.libvgpu,
         "--feature-gates", "GPUEnvInject=true,OOMScoreAdj=true",

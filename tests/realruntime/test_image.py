@@ -192,10 +192,10 @@ def mounts(spec: dict[str, Any], container: dict[str, Any], scratch: Path) -> li
 
 
 @pytest.fixture(scope="module")
-def deployed(agent_image: AgentImage, runtime_images: Images,
+def deployed(runtime: containerd.Runtime, agent_image: AgentImage, runtime_images: Images,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    bin_dir = containerd.containerd_dir()
-    assert bin_dir is not None                         # runtime_images checked containerd.missing()
+    bin_dir = containerd.runtime_dir(runtime)
+    assert bin_dir is not None                         # the runtime fixture checked containerd.missing(runtime)
     ds = daemonset()
     spec = ds["spec"]["template"]["spec"]
     (container,) = spec["containers"]

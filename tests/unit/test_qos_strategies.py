@@ -211,3 +211,82 @@ def test_the_shipped_host_nodeslo_example_parses_and_resolves():
                                                                        Driver.SYSTEMD).layout)
     assert errors == [] and [a.cgroup_dir for a in apps] == [
         "host-latency-sensitive/nginx", "host-best-effort/log-shipper", "system.slice/backup.service"]
+
+
+def test_host_apps_that_leave_get_what_a_cgroup_has_without_the_agent(tmp_path):
+    """cpu.idle back to 0 and the cpuset back to the parent's CPUs, once, when an app leaves the NodeSLO; never for
+    an app whose dir now leads outside the cgroup root."""
+    paths, cg, files = fake_host(tmp_path, files=("cpu.idle",), gi_sysctl=None)
+    build(cg, files, [])
+    mkcg(cg, "host-best-effort", files)
+    mkcg(cg, "host-best-effort/logagent", files)
+    mkcg(cg, "host-best-effort/evil", files)
+    mkcg(cg, "host-latency-sensitive", files, cpuset="0-7")
+    mkcg(cg, "host-latency-sensitive/nginx", files, cpuset="0")
+    logagent = HostApp("logagent", "koord-batch", "BE", "host-best-effort/logagent")
+    evil = HostApp("evil", "koord-batch", "BE", "host-best-effort/evil")
+    nginx = HostApp("nginx", "koord-prod", "LS", "host-latency-sensitive/nginx")
+    qos, resources = CPUQOS(cg, paths), PodResources()
+    ex = Executor(cg)
+
+    def cycle(*apps: HostApp) -> None:
+        view = node_view(slo=slo(be=ALL_ON), host_apps=apps, ls_pools={0: (2, 3)})
+        qos.reconcile(view, ex)
+        resources.reconcile(view, ex)
+
+    cycle(logagent, evil, nginx)
+    assert value(cg, "cpu", "host-best-effort/logagent", "cpu.idle") == "1"
+    assert value(cg, "cpu", "host-best-effort/evil", "cpu.idle") == "1"
+    assert value(cg, "cpu", "host-latency-sensitive/nginx", "cpu.idle") == "0"
+    assert value(cg, "cpuset", "host-latency-sensitive/nginx", "cpuset.cpus") == "2-3"
+    # evil's dir now leads outside the root (a symlink where one can be made), and the NodeSLO drops every app
+    outside = tmp_path / "outside"
+    os.rename(cg.path("cpu", "host-best-effort/evil").rstrip("/"), outside)
+    os.symlink(outside, cg.path("cpu", "host-best-effort/evil").rstrip("/"))
+    cycle()
+    assert value(cg, "cpu", "host-best-effort/logagent", "cpu.idle") == "0"
+    assert value(cg, "cpuset", "host-latency-sensitive/nginx", "cpuset.cpus") == "0-7"       # the parent's
+    assert (outside / "cpu.idle").read_text().strip() == "1"                                # not written
+    written = len(ex.events())
+    cycle()
+    assert len(ex.events()) == written                                   # given back once, then left alone
+    # an app that changes class: the cpuset goes back when it is no longer LS, cpu.idle follows the class
+    mkcg(cg, "host-latency-sensitive/nginx", files, cpuset="0")
+    cycle(nginx)
+    assert value(cg, "cpuset", "host-latency-sensitive/nginx", "cpuset.cpus") == "2-3"
+    cycle(HostApp("nginx", "koord-batch", "BE", "host-latency-sensitive/nginx"))
+    assert value(cg, "cpuset", "host-latency-sensitive/nginx", "cpuset.cpus") == "0-7"
+    assert value(cg, "cpu", "host-latency-sensitive/nginx", "cpu.idle") == "1"
+
+
+def test_host_apps_that_leave_get_group_identity_0_back(tmp_path):
+    paths, cg, files = fake_host(tmp_path)
+    build(cg, files, [])
+    mkcg(cg, "host-best-effort/logagent", files)
+    strategy, ex = CPUQOS(cg, paths), Executor(cg)
+    app = HostApp("logagent", "koord-batch", "BE", "host-best-effort/logagent")
+    strategy.reconcile(node_view(slo=slo(be=ALL_ON), host_apps=(app,)), ex)
+    assert value(cg, "cpu", "host-best-effort/logagent", "cpu.bvt_warp_ns") == "-1"
+    strategy.reconcile(node_view(slo=slo(be=ALL_ON)), ex)
+    assert value(cg, "cpu", "host-best-effort/logagent", "cpu.bvt_warp_ns") == "0"
+
+
+def test_a_host_app_cgroup_made_again_is_written_in_the_same_cycle(tmp_path):
+    """systemd removes a service's cgroup and makes it again at every restart: the executor's cache must not take
+    the old dir's values for the new one's."""
+    paths, cg, files = fake_host(tmp_path, files=("cpu.idle",), gi_sysctl=None)
+    build(cg, files, [])
+    rel = "system.slice/logagent.service"
+    mkcg(cg, rel, files)
+    view = node_view(slo=slo(be=ALL_ON), host_apps=(HostApp("logagent", "koord-batch", "BE", rel),))
+    rec = Reconciler(Executor(cg), [CPUQOS(cg, paths)])
+    rec.run_once(view)
+    assert value(cg, "cpu", rel, "cpu.idle") == "1"
+    for sub in ("cpu", "cpuset", "memory"):            # the old dir kept aside: the new one gets another inode
+        os.rename(cg.path(sub, rel).rstrip("/"), cg.path(sub, rel).rstrip("/") + ".old")
+    mkcg(cg, rel, files)
+    assert value(cg, "cpu", rel, "cpu.idle") == "0"
+    rec.run_once(view)
+    assert value(cg, "cpu", rel, "cpu.idle") == "1"
+    rec.run_once(view)
+    assert [e["owner"] for e in rec.executor.events()].count("hostapp logagent") == 2
