@@ -105,6 +105,33 @@ def test_columns_in_another_order_pandas_floats_and_blank_lines_are_read(tmp_pat
         TraceNode("openb-node-0036", 104000, 524288, 2, "T4"), TraceNode("openb-node-0000", 32000, 262144, 0, "")]
 
 
+@pytest.mark.parametrize("header,row,want", [
+    # the multi-GPU and GPU-sharing lists: five columns
+    ("name,cpu_milli,memory_mib,num_gpu,gpu_milli", "openb-pod-0001,8000,30517,2,1000",
+     TracePod("openb-pod-0001", 8000, 30517, 2, 1000, (), "LS", "Pending", 1, None, None)),
+    # gpu_spec kept, the times gone
+    ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec", "openb-pod-0001,4000,15258,1,220,T4|G2",
+     TracePod("openb-pod-0001", 4000, 15258, 1, 220, ("T4", "G2"), "LS", "Pending", 1, None, None)),
+    # the converter's bare minimum: no gpu_milli means whole cards, no memory_mib no memory request
+    ("name,cpu_milli,num_gpu", "openb-pod-0001,4000,1", TracePod("openb-pod-0001", 4000, 0, 1, 1000, (), "LS",
+                                                                 "Pending", 1, None, None)),
+    ("name,cpu_milli,num_gpu", "openb-pod-0001,4000,0", TracePod("openb-pod-0001", 4000, 0, 0, 0, (), "LS",
+                                                                 "Pending", 1, None, None)),
+])
+def test_every_published_pod_column_set_parses_with_its_defaults(tmp_path, header, row, want):
+    """A pods CSV lacking optional columns reads as POD_DEFAULTS says; creation_time is the row's position, so a
+    second row arrives after the first."""
+    first = row.replace("openb-pod-0001", "openb-pod-0000")
+    pods = records.read_pods(write(tmp_path / "p.csv", f"{header}\n{first}\n{row}\n"))
+    assert pods[1] == want and pods[0].creation_time == 0
+    assert set(records.POD_DEFAULTS) == set(records.POD_COLUMNS) - {"name", "cpu_milli", "num_gpu"}
+
+
+def test_a_pods_csv_without_a_required_column_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="the header has no column 'num_gpu'"):
+        records.read_pods(write(tmp_path / "p.csv", "name,cpu_milli,memory_mib\nopenb-pod-0001,8000,30517\n"))
+
+
 POD_HEADER = TRACE_PODS.splitlines()[0]
 GOOD_POD = "openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061"
 
