@@ -166,7 +166,7 @@ class Extender:
                 continue
             with state.lock:
                 if shape is not None:
-                    growth = self.allocator.growth(state.devices, shape, *state.free())
+                    growth = self.allocator.growth(state.devices, shape, *state.free(), _gpu_model(state.node))
                     if growth is not None:
                         raw_device[name] = growth
                         packed[name] = _packed(state, shape)
@@ -355,6 +355,11 @@ class Extender:
             finally:
                 for _, p in removed:
                     state.devices.add_pod(p)
+
+
+def _gpu_model(node: Mapping[str, Any]) -> str:
+    """The node's GPU model label (what a pod's model pin is matched against)."""
+    return str(((node.get("metadata") or {}).get("labels") or {}).get(wire.LABEL_GPU_MODEL, ""))
 
 
 def _packed(state: NodeState, shape: fgd.Shape) -> float:

@@ -3,15 +3,16 @@ read and written as the trace has them.
 
 **CSV.** Nodes ``sn,cpu_milli,memory_mib,gpu,model``; pods ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,
 qos,pod_phase,creation_time,deletion_time,scheduled_time``. A header row names the columns (any order; columns
-beyond these are ignored). The published pod lists do not all have every column (the multi-GPU and GPU-sharing
-variants have only ``name,cpu_milli,memory_mib,num_gpu,gpu_milli``); ``name``, ``cpu_milli`` and ``num_gpu`` are
-required, and a missing column reads as :data:`POD_DEFAULTS` says. Empty cells mean: no model (a CPU-only node), no ``gpu_spec`` (any model), no
-``deletion_time`` / ``scheduled_time`` (the trace's Pending pods have none). ``gpu_spec`` is ``|``-separated;
-empty segments are dropped as the trace's own converter does (``pod_csv_to_yaml.py``). Integers may carry a
-``.0`` (pandas writes a column with empty cells as floats). The trace's own rules are checked: ``gpu_milli`` is 0
-without GPUs, 1..1000 for one GPU and 1000 for several; a GPU node has a model and a CPU-only node none; names are
-unique DNS subdomains (they become object names); models and ``gpu_spec`` entries are label values (they are
-matched against the ``gpu-model`` label). A bad cell is a ValueError naming the file, line and column.
+beyond these are ignored). The published pod lists do not all have every column (the multi-GPU variants, for one,
+have only ``name,cpu_milli,memory_mib,num_gpu,gpu_milli``); ``name``, ``cpu_milli`` and ``num_gpu`` are required,
+and a missing column reads as :data:`POD_DEFAULTS` says. Empty cells mean: no model (a CPU-only node), no
+``gpu_spec`` (any model), no ``deletion_time`` / ``scheduled_time`` (the trace's Pending pods have none).
+``gpu_spec`` is ``|``-separated; empty segments are dropped as the trace's own converter does
+(``pod_csv_to_yaml.py``). Integers may carry a ``.0`` (pandas writes a column with empty cells as floats). The
+trace's own rules are checked: ``gpu_milli`` is 0 without GPUs, 1..1000 for one GPU and 1000 for several; a GPU node
+has a model and a CPU-only node none; names are unique DNS subdomains (they become object names); models and
+``gpu_spec`` entries are label values (they are matched against the ``gpu-model`` label). A bad cell is a ValueError
+naming the file, line and column.
 
 Separate because the simulator, the generator and the command line exchange traces as these records, and the rules
 here are the trace's, not the cluster's.

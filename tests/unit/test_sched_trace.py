@@ -434,6 +434,39 @@ def test_marginals_hold_over_10000_pods():
     assert all(within(qos[name] / n, w / weight, n) for name, w in m.qos)
 
 
+@pytest.mark.parametrize("kw,kind,share", [
+    ({"share_gpu": 1.0}, "share", 1.0),          # openb_pod_list_gpushare100: every GPU pod a share
+    ({"share_gpu": 0.6}, "share", 0.6),
+    ({"multi_gpu": 0.5}, "multi", 0.5),          # openb_pod_list_multigpu50
+])
+def test_the_published_workload_variants_ask_their_share_of_gpu_requests(kw, kind, share):
+    """The emphasized kind asks its share of all GPU requests (within the sampling error of 10,000 pods); CPU-only
+    pods keep their share of pods and the other GPU kinds their proportions among themselves."""
+    base = Marginals(cpu_node_share=0.0)
+    m = base.emphasize(**kw)
+    _, pods = generator.generate(7, 1213, 10_000, m)
+
+    def kind_of(p: TracePod) -> str:
+        return "share" if p.num_gpu == 1 and p.gpu_milli < 1000 else "multi" if p.num_gpu > 1 else "whole"
+
+    asked = Counter()
+    for p in pods:
+        if p.num_gpu:
+            asked[kind_of(p)] += cluster.gpu_request_milli(p)
+    assert abs(asked[kind] / sum(asked.values()) - share) < 0.03, asked
+    assert m.cpu_pod_share == base.cpu_pod_share
+    assert sum(m.pod_kinds()[1]) == pytest.approx(sum(base.pod_kinds()[1]))
+    if kind == "multi":
+        assert m.share_pod_share / m.whole_pod_share == pytest.approx(base.share_pod_share / base.whole_pod_share)
+    assert base.emphasize(gpu_spec=0.33).gpu_spec_share == 0.33
+
+
+@pytest.mark.parametrize("kw", [{"share_gpu": 1.5}, {"share_gpu": 0.7, "multi_gpu": 0.5}])
+def test_impossible_workload_variants_are_refused(kw):
+    with pytest.raises(ValueError, match="shares of GPU requests"):
+        Marginals().emphasize(**kw)
+
+
 def test_every_generated_pod_fits_an_empty_node_even_on_a_tiny_cluster():
     nodes, pods = generator.generate(9, 4, 2000, Marginals(gpu_spec_share=1.0))
     for p in pods:
