@@ -106,12 +106,13 @@ class Simulator:
         self.cache = ClusterCache(ExtenderConfig(strategy=policy.strategy, max_score=100,
                                                  weights=PluginWeights(1, 0, 0)))
         self.extender = Extender(self.cache)
-        # the target mix's shapes are the trace's own, cpu exact
-        self._target = WorkloadMix(prior=(), cpu_step=1, memory_step=1)
+        # the target mix's shapes are the trace's own, cpu exact; fragmentation as the paper measures it
+        self._target = WorkloadMix(prior=(), cpu_step=1, memory_step=1, bounded=False)
         self._target.set(target or {})
         if (known_mix or policy.known_mix) and self.extender.allocator.mix is not None:
-            # FGD as the paper runs it, with the trace's workload known in advance (default: learned online)
-            self.extender.allocator.mix.set(target or {})
+            # FGD with the trace's workload known in advance, as the paper runs it (default: learned online); the
+            # paper's own policy with the paper's measure
+            self.extender.allocator.mix.set(target or {}, bounded=not policy.known_mix)
         self._rng = random.Random(f"ties-{seed}")
         self._max_pods = max_pods
         self.capacity = 0

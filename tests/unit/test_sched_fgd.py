@@ -56,6 +56,24 @@ def test_a_shape_pinned_to_other_models_counts_the_whole_node_as_fragment() -> N
     assert {n.model for n in placements(t4, SHARE_600)} == {"T4"}
 
 
+def test_the_bounded_measure_counts_the_gpus_the_cpu_left_cannot_feed() -> None:
+    """An 8-GPU node with 24 cores free and 12-core whole-GPU tasks: the paper's measure sees no fragment (a task
+    fits), the bounded one six GPUs (two tasks can still be fed). A 10-core CPU-only pod grows it there (one task
+    left: +1000) and not on a cpu-rich 2-GPU node."""
+    task = Shape(12_000, 0, 1000, 1)
+    eight = NodeFree(24_000, BIG, (1000,) * 8)
+    assert fragmentation_for(eight, task) == 0
+    assert fragmentation_for(eight, task, bounded=True) == 6000
+    assert fragmentation(eight, ((task, 1.0),), bounded=True) == 6000
+    mix = WorkloadMix(prior=())
+    mix.set({task: 1.0})
+    cpu_pod = Shape(10_000, 0)
+    assert mix.best_growth(eight, cpu_pod) == 1000
+    assert mix.best_growth(NodeFree(104_000, BIG, (1000, 1000)), cpu_pod) == 0
+    mix.set({task: 1.0}, bounded=False)
+    assert mix.best_growth(eight, cpu_pod) == 0
+
+
 def test_the_mix_is_the_most_frequent_shapes_covering_95_percent() -> None:
     counts = {Shape(1000, 0, 500, 1): 60.0, Shape(2000, 0): 30.0, Shape(8000, 0, 1000, 8): 6.0,
               Shape(4000, 0, 1000, 2): 4.0}
