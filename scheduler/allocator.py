@@ -201,11 +201,12 @@ class Allocator:
             raise AllocationFailure(", ".join(f"Insufficient {t} devices" for t in sorted(ctx.per_instance)))
         return fill_gpu_memory(result, nd)
 
-    def growth(self, nd: NodeDevices, shape: Shape, cpu_free: int, memory_free: int) -> float | None:
+    def growth(self, nd: NodeDevices, shape: Shape, cpu_free: int, memory_free: int, model: str = "") -> float | None:
         """FragmentationAware's node measure: the smallest growth of the node's expected fragmentation over the
-        placements of ``shape`` (None: it does not fit); the extender turns it into a score."""
+        placements of ``shape`` (None: it does not fit) on a node of GPU ``model``; the extender turns it into a
+        score."""
         assert self.mix is not None
-        return self.mix.best_growth(NodeFree(cpu_free, memory_free, node_cards(nd)), shape)
+        return self.mix.best_growth(NodeFree(cpu_free, memory_free, node_cards(nd), model), shape)
 
     def score(self, nd: NodeDevices, request: PodDeviceRequest) -> int:
         """DeviceShare's node score before normalization (0 when the pod asks nothing of this node)."""

@@ -1,7 +1,7 @@
 """``koord-scheduler-extender``: the companion scheduler's command line.
 
 ``simulate`` places a trace on a cluster through the same verbs for every policy and measures unallocated GPUs
-(scheduler/simulate.py); ``generate`` writes a synthetic trace (scheduler/trace/generator.py).
+(scheduler/simulate/); ``generate`` writes a synthetic trace (scheduler/trace/generator.py).
 
 ``serve`` (the default) runs the extender beside kube-scheduler: watches from the API server (in-cluster, or
 ``--kubeconfig``), the verbs on ``--address`` under ``--prefix``. The verbs bind pods, so ``--address`` is meant to
@@ -30,11 +30,12 @@ from koordlet.ops.server import format_addr, release_reserved, reserve
 from koordlet.states.kubeapi import ConfigError as KubeConfigError
 from koordlet.states.kubeapi import KubeApi, Resource
 from scheduler import config as extender_config
-from scheduler import simulate
 from scheduler.cache import ClusterCache
 from scheduler.extender import Binder, Extender
 from scheduler.server import DEFAULT_PREFIX, ExtenderMetrics, serve, serve_metrics
-from scheduler.simulate import POLICIES
+from scheduler.simulate import protocol, report
+from scheduler.simulate.policies import POLICIES
+from scheduler.simulate.protocol import ORDERS
 from scheduler.trace import agent_reports, cluster, generator, records
 
 log = logging.getLogger("scheduler")
@@ -63,25 +64,48 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     s.add_argument("--log-format", default="text", choices=("text", "json"))
     m = sub.add_parser("simulate", help="place a trace's pods on its nodes through the extender's verbs, for every "
-                       "policy, and measure unallocated and fragmented GPUs (docs: scheduler/simulate.py)")
+                       "policy, and measure unallocated and fragmented GPUs (docs: docs/scheduler.md)")
     m.add_argument("--nodes", help="nodes CSV (trace format: sn,cpu_milli,memory_mib,gpu,model)")
     m.add_argument("--report-dir", help="instead of --nodes: a directory of the agent's report files "
                    "(koordlet report --once -o yaml), one node each")
     m.add_argument("--pods", required=True, help="pods CSV (trace format: name,cpu_milli,memory_mib,num_gpu,"
-                   "gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time)")
-    m.add_argument("--policies", default="all", help=f"comma-separated, or all: {', '.join(POLICIES)}")
+                   "gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time; only name, "
+                   "cpu_milli and num_gpu are required, the defaults of the others: scheduler/trace/records.py)")
+    m.add_argument("--policies", default="all", help=f"comma-separated, or all: {', '.join(POLICIES)} "
+                   "(the paper-* ones are the FGD paper's own policies)")
     m.add_argument("--out", default="simulation", help="directory for curve.csv, curve.json and unallocated.png "
                    "(default %(default)s)")
-    m.add_argument("--seed", type=int, default=0, help="seed of the ties' draws")
-    m.add_argument("--max-load", type=int, default=100, help="stop at this arrived load, percent of GPU capacity")
+    m.add_argument("--order", default="arrival", choices=ORDERS, help="arrival: the trace in creation order, "
+                   "resubmitted whole until --max-load; shuffle: the FGD paper's protocol, the pods shuffled by seed "
+                   "and inflated by sampling with replacement (or thinned at random) to --max-load "
+                   "(default %(default)s)")
+    m.add_argument("--seed", type=int, default=42, help="the first seed: of the shuffle and inflation, and of the "
+                   "draws among equally good nodes (default %(default)s, the paper's first)")
+    m.add_argument("--seeds", type=int, default=1, help="runs per policy, with seeds --seed, --seed+1, ...; the "
+                   "table shows the median and the min-max (the paper: 10; default %(default)s)")
+    m.add_argument("--max-load", type=int, default=100, help="submit pods until they ask this much, percent of "
+                   "the cluster's GPU capacity (the paper: 130; default %(default)s)")
+    m.add_argument("--max-pods", type=int, default=110, help="pods a node takes at most, 0 for no limit (the "
+                   "kubelet's default is 110; the paper's nodes take 1001, in effect none; default %(default)s)")
+    m.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time, each in its own process "
+                   "(default: one per CPU, %(default)s here)")
     m.add_argument("--known-mix", action="store_true", help="fgd scores with the trace's own workload mix, as the "
                    "paper does (default: the mix is learned online from the pods seen, as the extender does)")
     g = sub.add_parser("generate", help="write a synthetic trace (nodes.csv, pods.csv) with the production trace's "
                        "marginals (docs: scheduler/trace/generator.py)")
-    g.add_argument("--nodes", type=int, default=1523)
-    g.add_argument("--pods", type=int, default=8400)
-    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--nodes", type=int, default=1523, help="nodes, apportioned as the production cluster's "
+                   "(default %(default)s: its size; 1213 with --gpu-nodes-only)")
+    g.add_argument("--pods", type=int, default=8400, help="pods (default %(default)s: enough to ask the cluster's "
+                   "GPU capacity in arrival order)")
+    g.add_argument("--seed", type=int, default=1, help="seed of every draw (default %(default)s)")
     g.add_argument("--gpu-nodes-only", action="store_true", help="no CPU-only nodes (as the FGD paper simulates)")
+    g.add_argument("--gpushare", type=float, metavar="PERCENT", help="GPU-sharing pods ask this share of all GPU "
+                   "requests, as the published openb_pod_list_gpushareN lists (100: every GPU pod a share; "
+                   "default: the trace's, about 28)")
+    g.add_argument("--multigpu", type=float, metavar="PERCENT", help="multi-GPU pods ask this share of all GPU "
+                   "requests, as openb_pod_list_multigpuN (default: the trace's, about 7)")
+    g.add_argument("--gpuspec", type=float, metavar="PERCENT", help="this share of GPU pods pins a GPU model, as "
+                   "openb_pod_list_gpuspecN (default: 0, as the default list)")
     g.add_argument("--out", default=".", help="directory for nodes.csv and pods.csv (default %(default)s)")
     sub.add_parser("version", help="print the version")
     return p
@@ -95,21 +119,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if bool(args.nodes) == bool(args.report_dir):
         return _fail("simulate: give exactly one of --nodes and --report-dir")
     try:
+        plan = protocol.Protocol(args.order, args.seed, args.seeds, args.max_load, args.max_pods or None,
+                                 args.known_mix)
         nodes = (agent_reports.read_report_dir(args.report_dir) if args.report_dir
                  else [cluster.node_objects(n) for n in records.read_nodes(args.nodes)])
         pods = records.read_pods(args.pods)
     except (OSError, ValueError) as e:
         return _fail(str(e))
-    runs = []
-    for name in names:
-        start = time.perf_counter()
-        result = simulate.run(nodes, pods, POLICIES[name], seed=args.seed, max_load=args.max_load,
-                              known_mix=args.known_mix)
-        log.info("simulated policy=%s pods=%d placed=%d seconds=%.1f", name, result.submitted, result.placed,
-                 time.perf_counter() - start)
-        runs.append(result)
-    print(simulate.table(runs))
-    for path in simulate.write_outputs(runs, args.out):
+    capacity = 1000 * sum(int((n.get("status") or {}).get("allocatable", {}).get(cluster.WHOLE_GPU, 0))
+                          for n, _ in nodes)
+    if capacity == 0:
+        source = f"--report-dir {args.report_dir}" if args.report_dir else f"--nodes {args.nodes}"
+        return _fail(f"simulate: no GPU in the {len(nodes)} node(s) of {source} (none reports a healthy GPU): "
+                     "there is no GPU capacity to measure")
+    start = time.perf_counter()
+    try:
+        results = protocol.simulate(nodes, pods, [POLICIES[n] for n in names], plan, capacity=capacity,
+                                    jobs=max(1, args.jobs))
+    except ValueError as e:
+        return _fail(f"simulate: {e}")
+    for r in results.runs:
+        log.info("simulated policy=%s seed=%d pods=%d placed=%d", r.policy, r.seed, r.submitted, r.placed)
+    log.info("simulated runs=%d seconds=%.1f", len(results.runs), time.perf_counter() - start)
+    print(report.table(results))
+    for path in report.write_outputs(results, args.out):
         print(f"wrote {path}")
     return 0
 
@@ -117,6 +150,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     marginals = generator.Marginals(cpu_node_share=0.0) if args.gpu_nodes_only else generator.Marginals()
     try:
+        marginals = marginals.emphasize(
+            share_gpu=None if args.gpushare is None else args.gpushare / 100,
+            multi_gpu=None if args.multigpu is None else args.multigpu / 100,
+            gpu_spec=None if args.gpuspec is None else args.gpuspec / 100)
         nodes, pods = generator.generate(args.seed, args.nodes, args.pods, marginals)
         os.makedirs(args.out, exist_ok=True)
         records.write_nodes(os.path.join(args.out, "nodes.csv"), nodes)

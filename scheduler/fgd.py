@@ -3,27 +3,42 @@ with Fragmentation Gradient Descent", USENIX ATC '23), as a DeviceShare scoring 
 
 **Definitions** (the paper's, in milli-GPUs; its artifact is hkust-adsl/kubernetes-scheduler-simulator):
 
-* A *task shape* ``m`` is what one pod asks: cpu, memory, and either a share ``d`` < 1000 of one GPU, or ``k``
-  whole GPUs, or no GPU.
+* A *task shape* ``m`` is what one pod asks: cpu, memory, either a share ``d`` < 1000 of one GPU, or ``k``
+  whole GPUs, or no GPU, and the GPU models it may run on (none named: any).
 * A node's *fragmentation for m*, ``F_n(m)``, is the free GPU capacity on ``n`` that a task of shape ``m`` can no
   longer use:
-  - if ``m`` cannot run on ``n`` at all (not enough free cpu or memory, no GPU with ``d`` free, or fewer than ``k``
-    wholly free GPUs), every free milli-GPU of the node is a fragment: ``F = Σ_g free_g``;
+  - if ``m`` cannot use the node's GPUs at all (it asks none, its models exclude the node's, not enough free cpu
+    or memory, no GPU with ``d`` free, or fewer than ``k`` wholly free GPUs), every free milli-GPU of the node is a
+    fragment: ``F = Σ_g free_g``;
   - otherwise, a GPU's free capacity is a fragment when it is too small for ``m``'s per-GPU demand: for a share
-    ``d``, the GPUs with ``0 < free_g < d``; for whole GPUs, the partly used ones (``0 < free_g < 1000``); a task
-    with no GPU demand that fits leaves no fragment.
+    ``d``, the GPUs with ``0 < free_g < d``; for whole GPUs, the partly used ones (``0 < free_g < 1000``).
 * For a workload *mix* ``M`` (shapes with popularities ``p_m`` summing to 1), ``F_n(M) = Σ_m p_m · F_n(m)``: the
-  capacity expected to go unused if tasks keep arriving as the mix says.
+  capacity expected to go unused if tasks keep arriving as the mix says. As in the paper's artifact, the mix holds
+  the most frequent shapes that together cover :data:`COVERAGE` of the pods (:func:`typical`): the rare rest would
+  cost a pass each for a share of a percent.
+* Because a GPU-model pin is part of the shape, a node of a model few shapes may use counts most of its free GPUs
+  as fragment already, and placing an unpinned pod there grows fragmentation less than on a node that the pinned
+  shapes need: FGD keeps the pinned models' nodes for the pods that can run nowhere else.
 * **FGD** places each pod where the *growth* of fragmentation, ``ΔF = F_n'(M) − F_n(M)`` (``n'``: the node after
   the placement), is smallest: across nodes (prioritize) and across the cards of a node for a GPU share (bind).
 
+**Beyond the paper: the cpu and memory beside the GPUs** (``bounded``, FragmentationAware's own measure; the
+simulator measures with the paper's). The paper's ``F_n(m)`` sees a node's cpu only once not even one more task of
+``m`` fits. Here a shape that fits can still use only as much of the node's free GPU as copies of it find cpu and
+memory for: with room for ``c`` tasks of ``m`` (free cpu and memory over ``m``'s), at most ``c × m's GPU request``
+is usable, and ``F_n(m)`` is at least the rest. An 8-GPU node with 24 cores left can feed two more 12-core GPU
+tasks, not eight: six of its GPUs are already lost to that shape, and a CPU-only pod placed there grows
+fragmentation at once, where the paper's measure would see nothing until the last core went. CPU-only pods then go
+where cpu is plentiful beside the GPUs. In the simulation at the paper's scale this cut the GPUs left unallocated
+at 100 % load by about a tenth (bench/NOTES.md).
+
 **The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is
 needed at run time: a histogram of shapes (cpu rounded up to whole cores and memory to whole GiB, so that similar
-pods share an entry) with exponential decay (half-life :data:`HALF_LIFE` observations), at
-most :data:`MAX_SHAPES` shapes (the lightest is dropped). Scoring reads a snapshot refreshed at the 1st, 2nd, 4th,
-... observation and then every :data:`REFRESH_EVERY`, so fragmentation values can be remembered per (node state,
-snapshot) instead of recomputed for every node of every call. Before any pod has been seen the
-snapshot is empty and every placement scores alike.
+pods share an entry; the models a pod's required node affinity, node selector or GPU hint pins) with exponential
+decay (half-life :data:`HALF_LIFE` observations), at most :data:`MAX_SHAPES` shapes (the lightest is dropped).
+Scoring reads a snapshot refreshed at the 1st, 2nd, 4th, ... observation and then every :data:`REFRESH_EVERY`, so
+fragmentation values can be remembered per (node state, snapshot) instead of recomputed for every node of every
+call. Before any pod has been seen the snapshot holds only :data:`PRIOR`.
 """
 
 from __future__ import annotations
@@ -35,7 +50,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from scheduler.requests import CORE, MEMORY, RATIO, PodDeviceRequest, pod_requests, value
+from koordlet.base.wire import LABEL_GPU_MODEL
+from scheduler.requests import CORE, GPU, MEMORY, RATIO, PodDeviceRequest, pod_requests, value
 
 WHOLE = 1000                 # milli-GPUs in one card
 HALF_LIFE = 2000.0           # observations after which a shape's weight has halved
@@ -44,8 +60,9 @@ REFRESH_EVERY = 1024
 _MEMO = 200_000              # remembered fragmentation values (per snapshot)
 
 
-CPU_STEP = 1000             # shapes are kept with cpu rounded up to whole cores ...
+CPU_STEP = 1000             # the learned mix keeps shapes with cpu rounded up to whole cores ...
 MEMORY_STEP = 1 << 30       # ... and memory to whole GiB
+COVERAGE = 0.95             # the mix: the most frequent shapes covering this share of the pods
 
 
 def _up(v: int, step: int) -> int:
@@ -54,24 +71,33 @@ def _up(v: int, step: int) -> int:
 
 @dataclass(frozen=True)
 class Shape:
-    """What one task asks: ``gpu_milli`` per card (< 1000: a share of one card) on ``gpus`` cards (0: none)."""
+    """What one task asks: ``gpu_milli`` per card (< 1000: a share of one card) on ``gpus`` cards (0: none), on a
+    node of one of ``models`` (empty: any model)."""
 
     cpu: int                 # milli-cores
     memory: int              # bytes
     gpu_milli: int = 0
     gpus: int = 0
+    models: frozenset[str] = frozenset()
 
-    def coarse(self) -> Shape:
-        return Shape(_up(self.cpu, CPU_STEP), _up(self.memory, MEMORY_STEP), self.gpu_milli, self.gpus)
+    def coarse(self, cpu_step: int = CPU_STEP, memory_step: int = MEMORY_STEP) -> Shape:
+        """The shape with cpu and memory rounded up to the steps (a step of 1 keeps them exact)."""
+        return Shape(_up(self.cpu, cpu_step), _up(self.memory, memory_step), self.gpu_milli, self.gpus, self.models)
+
+    def order(self) -> tuple[int, int, int, int, tuple[str, ...]]:
+        """A total order over shapes, for ties in popularity (the paper's: cpu, GPU share, GPU count, model)."""
+        return self.cpu, self.gpu_milli, self.gpus, self.memory, tuple(sorted(self.models))
 
 
 @dataclass(frozen=True)
 class NodeFree:
-    """A node as fragmentation sees it: free cpu, memory, and the free milli-GPUs of each card (any order)."""
+    """A node as fragmentation sees it: free cpu, memory, the free milli-GPUs of each card (any order) and its GPU
+    model."""
 
     cpu: int
     memory: int
     gpus: tuple[int, ...]
+    model: str = ""
 
 
 Mix = tuple[tuple[Shape, float], ...]          # shapes with popularities summing to 1
@@ -82,39 +108,34 @@ Mix = tuple[tuple[Shape, float], ...]          # shapes with popularities summin
 PRIOR = tuple(Shape(0, 0, WHOLE, k) for k in (1, 2, 4, 8))
 
 
-def fragmentation_for(node: NodeFree, m: Shape) -> int:
-    """``F_n(m)`` in milli-GPUs (see the module docstring)."""
-    total = 0
-    for f in node.gpus:
-        total += f
+def _copies(node: NodeFree, m: Shape) -> int:
+    """How many tasks of shape ``m`` the node's free cpu and memory leave room for."""
+    return min(node.cpu // m.cpu if m.cpu > 0 else _UNBOUNDED, node.memory // m.memory if m.memory > 0 else _UNBOUNDED)
+
+
+_UNBOUNDED = 1 << 40
+
+
+def fragmentation_for(node: NodeFree, m: Shape, *, bounded: bool = False) -> int:
+    """``F_n(m)`` in milli-GPUs (see the module docstring; ``bounded``: FragmentationAware's own measure)."""
+    total = sum(node.gpus)
     if total == 0:
         return 0
-    if node.cpu < m.cpu or node.memory < m.memory:
+    if m.gpus == 0 or (m.models and node.model not in m.models) or node.cpu < m.cpu or node.memory < m.memory:
         return total
-    if m.gpus == 0:
-        return 0
     if m.gpu_milli < WHOLE:
-        usable = False
-        frag = 0
-        for f in node.gpus:
-            if f >= m.gpu_milli:
-                usable = True
-            else:
-                frag += f
-        return frag if usable else total
-    whole = 0
-    partial = 0
-    for f in node.gpus:
-        if f >= WHOLE:
-            whole += 1
-        else:
-            partial += f
-    return partial if whole >= m.gpus else total
+        frag = sum(f for f in node.gpus if f < m.gpu_milli) if max(node.gpus) >= m.gpu_milli else total
+    else:
+        whole = sum(1 for f in node.gpus if f >= WHOLE)
+        frag = total - whole * WHOLE if whole >= m.gpus else total
+    if bounded:
+        frag = max(frag, total - _copies(node, m) * m.gpu_milli * m.gpus)
+    return frag
 
 
-def fragmentation(node: NodeFree, mix: Mix) -> float:
-    """``F_n(M)``: the mix-weighted fragmentation of one node, in milli-GPUs (``fragmentation_for`` per shape, with
-    the node's totals, and the fragment for each share size, computed once: this runs for every node state the
+def fragmentation(node: NodeFree, mix: Mix, *, bounded: bool = False) -> float:
+    """``F_n(M)``: the mix-weighted fragmentation of one node, in milli-GPUs (:func:`fragmentation_for` per shape,
+    with the node's totals and the fragment for each share size computed once: this runs for every node state the
     extender scores)."""
     cards = node.gpus
     total = sum(cards)
@@ -125,19 +146,24 @@ def fragmentation(node: NodeFree, mix: Mix) -> float:
     partial = total - whole * WHOLE
     by_share: dict[int, int] = {}
     out = 0.0
+    model, cpu, memory = node.model, node.cpu, node.memory
     for m, p in mix:
-        if node.cpu < m.cpu or node.memory < m.memory:
+        if m.gpus == 0 or (m.models and model not in m.models) or cpu < m.cpu or memory < m.memory:
             out += p * total
-        elif m.gpus == 0:
             continue
-        elif m.gpu_milli < WHOLE:
+        if m.gpu_milli < WHOLE:
             d = m.gpu_milli
             frag = by_share.get(d)
             if frag is None:
                 frag = by_share[d] = sum(f for f in cards if f < d) if top >= d else total
-            out += p * frag
         else:
-            out += p * (partial if whole >= m.gpus else total)
+            frag = partial if whole >= m.gpus else total
+        if bounded:       # _copies, inline: this loop is the extender's hottest
+            copies = min(cpu // m.cpu if m.cpu > 0 else _UNBOUNDED, memory // m.memory if m.memory > 0 else _UNBOUNDED)
+            rest = total - copies * m.gpu_milli * m.gpus
+            if rest > frag:
+                frag = rest
+        out += p * frag
     return out
 
 
@@ -148,13 +174,14 @@ def placements(node: NodeFree, shape: Shape) -> list[NodeFree]:
         return []
     cpu, memory = node.cpu - shape.cpu, node.memory - shape.memory
     if shape.gpus == 0:
-        return [NodeFree(cpu, memory, node.gpus)]
+        return [NodeFree(cpu, memory, node.gpus, node.model)]
     if shape.gpu_milli < WHOLE:
         out, seen = [], set()
         for i, f in enumerate(node.gpus):
             if f >= shape.gpu_milli and f not in seen:
                 seen.add(f)
-                out.append(NodeFree(cpu, memory, node.gpus[:i] + (f - shape.gpu_milli,) + node.gpus[i + 1:]))
+                out.append(NodeFree(cpu, memory, node.gpus[:i] + (f - shape.gpu_milli,) + node.gpus[i + 1:],
+                                    node.model))
         return out
     left, taken = [], 0
     for f in node.gpus:
@@ -163,16 +190,23 @@ def placements(node: NodeFree, shape: Shape) -> list[NodeFree]:
             left.append(0)
         else:
             left.append(f)
-    return [NodeFree(cpu, memory, tuple(left))] if taken == shape.gpus else []
+    return [NodeFree(cpu, memory, tuple(left), node.model)] if taken == shape.gpus else []
 
 
 class WorkloadMix:
-    """The online, decaying histogram of task shapes (thread-safe) and the snapshot scoring reads."""
+    """The online, decaying histogram of task shapes (thread-safe) and the snapshot scoring reads.
+
+    ``cpu_step`` and ``memory_step``: the steps shapes are rounded up to (1: exact, as for a known mix whose
+    shapes are the trace's own); ``bounded``: FragmentationAware's own measure (the module docstring), else the
+    paper's."""
 
     def __init__(self, half_life: float = HALF_LIFE, max_shapes: int = MAX_SHAPES,
-                 refresh_every: int = REFRESH_EVERY, prior: Sequence[Shape] = PRIOR) -> None:
+                 refresh_every: int = REFRESH_EVERY, prior: Sequence[Shape] = PRIOR, *,
+                 cpu_step: int = CPU_STEP, memory_step: int = MEMORY_STEP, bounded: bool = True) -> None:
+        self.bounded = bounded
         self._decay = math.pow(0.5, 1.0 / half_life)
         self._max_shapes, self._refresh_every = max_shapes, refresh_every
+        self._steps = (cpu_step, memory_step)
         self._weights: dict[Shape, float] = {}
         self._scale = 1.0              # weights are stored divided by the decay so far (no per-shape update)
         self._seen = 0
@@ -182,7 +216,7 @@ class WorkloadMix:
         self._memo: dict[NodeFree, float] = {}
         self._frozen = False
         for shape in prior:
-            self._weights[shape.coarse()] = 1.0
+            self._weights[shape.coarse(*self._steps)] = 1.0
         self._refresh()
 
     def observe(self, shape: Shape) -> None:
@@ -190,7 +224,7 @@ class WorkloadMix:
             return
         with self._lock:
             self._scale /= self._decay
-            key = shape.coarse()
+            key = shape.coarse(*self._steps)
             if key not in self._weights and len(self._weights) >= self._max_shapes:
                 # make room by dropping the lightest shape seen so far (a new shape always gets in)
                 del self._weights[min(self._weights, key=self._weights.__getitem__)]
@@ -205,30 +239,38 @@ class WorkloadMix:
             if seen % self._refresh_every == 0 or (seen < self._refresh_every and seen & (seen - 1) == 0):
                 self._refresh()
 
-    def set(self, mix: Mapping[Shape, float], *, frozen: bool = True) -> None:
+    def set(self, mix: Mapping[Shape, float], *, frozen: bool = True, bounded: bool | None = None) -> None:
         """Use a known mix (a trace's workload, as the FGD paper does, and the simulator's fragmentation measure);
-        ``frozen``: observations no longer change it."""
+        ``frozen``: observations no longer change it; ``bounded``: which measure (None: as it was)."""
         self._frozen = frozen
         with self._lock:
-            self._weights = {k.coarse(): v for k, v in mix.items() if v > 0}
+            if bounded is not None:
+                self.bounded = bounded
+            weights: dict[Shape, float] = {}
+            for k, v in mix.items():
+                if v > 0:
+                    key = k.coarse(*self._steps)
+                    weights[key] = weights.get(key, 0.0) + v
+            self._weights = weights
             self._scale = 1.0
             self._refresh()
 
     def _refresh(self) -> None:
-        total = sum(self._weights.values())
-        self.snapshot = tuple((s, w / total) for s, w in sorted(self._weights.items(), key=lambda kv: -kv[1]))
+        self.snapshot = tuple(typical(self._weights).items())
         self.version += 1
         self._memo = {}
 
     def fragmentation(self, node: NodeFree) -> float:
-        """``F_n(M)`` under the current snapshot, remembered per node state. The mix's shapes are whole cores and
-        GiB, so the node's cpu and memory are floored to those steps first: every comparison comes out the same,
+        """``F_n(M)`` under the current snapshot, remembered per node state. The mix's shapes are in whole steps
+        of cpu and memory, so the node's are floored to those steps first: every comparison comes out the same,
         and nodes that differ by less share one entry."""
-        node = NodeFree(node.cpu - node.cpu % CPU_STEP, node.memory - node.memory % MEMORY_STEP, node.gpus)
+        cpu_step, memory_step = self._steps
+        node = NodeFree(node.cpu - node.cpu % cpu_step, node.memory - node.memory % memory_step, node.gpus,
+                        node.model)
         memo = self._memo
         known = memo.get(node)
         if known is None:
-            known = fragmentation(node, self.snapshot)
+            known = fragmentation(node, self.snapshot, bounded=self.bounded)
             if len(memo) < _MEMO:
                 memo[node] = known
         return known
@@ -242,11 +284,27 @@ class WorkloadMix:
         return min(self.fragmentation(n) for n in after) - before
 
 
+def typical(counts: Mapping[Shape, float], coverage: float = COVERAGE) -> dict[Shape, float]:
+    """The most frequent shapes that together cover ``coverage`` of the weight (ties: the larger shape first, as
+    the paper's artifact sorts them), their popularities renormalized to sum to 1, most frequent first."""
+    total = sum(counts.values())
+    if total <= 0:
+        return {}
+    kept: dict[Shape, float] = {}
+    covered = 0.0
+    for shape, weight in sorted(counts.items(), key=lambda kv: (kv[1], kv[0].order()), reverse=True):
+        if covered >= coverage * total:
+            break
+        kept[shape] = weight
+        covered += weight
+    return {s: w / covered for s, w in kept.items()}
+
+
 def card_growth(mix: WorkloadMix, cards: Mapping[int, int], minor: int, share: int,
                 cpu: int = 1 << 62, memory: int = 1 << 62) -> float:
     """``ΔF`` of putting a share of ``share`` milli-GPUs on card ``minor`` of a node whose cards have ``cards``
-    free (minor -> milli-GPUs): the bind-time choice of a card. cpu and memory change the same way whichever card
-    is chosen, so they may be left out."""
+    free (minor -> milli-GPUs): the bind-time choice of a card. cpu, memory and the node's model weigh the same
+    whichever card is chosen, so they may be left out."""
     before = NodeFree(cpu, memory, tuple(cards[m] for m in sorted(cards)))
     after = NodeFree(cpu, memory, tuple(cards[m] - (share if m == minor else 0) for m in sorted(cards)))
     return mix.fragmentation(after) - mix.fragmentation(before)
@@ -281,15 +339,6 @@ def normalize(growth: Mapping[str, float], packed: Mapping[str, float] | None = 
     return out
 
 
-def mix_of(shapes: Sequence[Shape]) -> dict[Shape, float]:
-    """The popularity of each (coarse) shape in a list of tasks: a trace's workload as a fixed mix."""
-    out: dict[Shape, float] = {}
-    for s in shapes:
-        key = s.coarse()
-        out[key] = out.get(key, 0.0) + 1.0
-    return out
-
-
 def card_milli(free: Mapping[str, int], total: Mapping[str, int]) -> int:
     """A card's free milli-GPUs as fragmentation counts them: the smaller of its free compute and memory shares."""
     shares = [free.get(name, 0) * 10 for name in (CORE, RATIO) if name in total]
@@ -299,15 +348,47 @@ def card_milli(free: Mapping[str, int], total: Mapping[str, int]) -> int:
 
 
 def shape_of(pod: Mapping[str, Any], request: PodDeviceRequest) -> Shape:
-    """The pod's task shape: its cpu and memory requests and its GPU request per card (a share of a card in
+    """The pod's task shape: its cpu and memory requests, its GPU request per card (a share of a card in
     milli-GPUs from its compute or memory-ratio percent; a memory-only share counts as half a card, since its
-    fraction depends on the card it lands on)."""
+    fraction depends on the card it lands on) and the GPU models it is pinned to (:func:`pinned_models`)."""
     summed = pod_requests(pod.get("spec") or {})
     cpu, memory = value(summed.get("cpu", Fraction(0)) * 1000), value(summed.get("memory", Fraction(0)))
     gpu = request.gpu
     if gpu is None:
         return Shape(cpu, memory)
-    return Shape(cpu, memory, shape_milli(gpu.per_gpu), gpu.count)
+    return Shape(cpu, memory, shape_milli(gpu.per_gpu), gpu.count, pinned_models(pod, request) or frozenset())
+
+
+def pinned_models(pod: Mapping[str, Any], request: PodDeviceRequest | None = None) -> frozenset[str] | None:
+    """The GPU models (values of the ``gpu-model`` node label) a pod may run on, None when any: its node
+    selector, the ``In`` expressions of its required node affinity (terms are alternatives: a term that does not
+    name the model allows any), and its GPU hint's device selector."""
+    spec = pod.get("spec") or {}
+    allowed: set[str] | None = None
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    for term in terms:
+        in_term: set[str] | None = None
+        for e in term.get("matchExpressions") or []:
+            if e.get("key") == LABEL_GPU_MODEL and e.get("operator") == "In":
+                values = {str(v) for v in e.get("values") or []}
+                in_term = values if in_term is None else in_term & values
+        if in_term is None:
+            allowed = None
+            break
+        allowed = in_term if allowed is None else allowed | in_term
+    selected = (spec.get("nodeSelector") or {}).get(LABEL_GPU_MODEL)
+    if selected is not None:
+        allowed = {str(selected)} if allowed is None else allowed & {str(selected)}
+    hint = request.hints.get(GPU) if request is not None else None
+    if hint is not None and hint.selector is not None:
+        selector = hint.selector
+        pins = [values for key, op, values in selector.expressions if key == LABEL_GPU_MODEL and op == "In"]
+        if LABEL_GPU_MODEL in selector.match_labels:
+            pins.append(frozenset({selector.match_labels[LABEL_GPU_MODEL]}))
+        for pin in pins:
+            allowed = set(pin) if allowed is None else allowed & pin
+    return frozenset(allowed) if allowed is not None else None
 
 
 def shape_milli(per_gpu: Mapping[str, int]) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.trace.records import TraceNode, TracePod
@@ -151,6 +151,40 @@ class Marginals:
         for name in ("mean_interarrival_s", "lifetime_median_s", "lifetime_log_sd"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"marginals: {name} must be positive")
+
+    def emphasize(self, *, share_gpu: float | None = None, multi_gpu: float | None = None,
+                  gpu_spec: float | None = None) -> Marginals:
+        """The marginals of the published workload variants (``openb_pod_list_gpushareN``, ``multigpuN``,
+        ``gpuspecN``, sampled from the default list by the paper's authors): GPU-sharing pods (``share_gpu``) or
+        multi-GPU pods (``multi_gpu``) ask that share of all GPU requests (0..1), the other GPU kinds keeping
+        their proportions among themselves and CPU-only pods their share of pods; ``gpu_spec``: that share of GPU
+        pods (and so, drawn independently of size, of GPU requests) pins a GPU model."""
+        kinds, shares = self.pod_kinds()
+        mean_share = sum(m * w for m, w in self.share_milli) / sum(w for _, w in self.share_milli) / 1000
+
+        def group(kind: int) -> str:
+            return "share" if kind == -1 else "multi" if kind > 1 else "whole"
+
+        def gpus(kind: int) -> float:
+            return mean_share if kind == -1 else kind
+
+        mass = {k: w * gpus(k) for k, w in zip(kinds, shares, strict=True) if k}     # GPUs asked, by kind
+        by_group = {g: sum(m for k, m in mass.items() if group(k) == g) for g in ("share", "multi", "whole")}
+        fixed = {g: p for g, p in (("share", share_gpu), ("multi", multi_gpu)) if p is not None}
+        if any(not 0 <= p <= 1 for p in fixed.values()) or sum(fixed.values()) > 1:
+            raise ValueError("marginals: share_gpu and multi_gpu are shares of GPU requests, together at most 1")
+        others = [g for g in by_group if g not in fixed]
+        other_mass = sum(by_group[g] for g in others)
+        goal = {**fixed, **{g: (1 - sum(fixed.values())) * by_group[g] / other_mass if other_mass else 0.0
+                            for g in others}}
+        if any(goal[g] > 0 and not by_group[g] for g in goal) or abs(sum(goal.values()) - 1) > 1e-9:
+            raise ValueError(f"marginals: no pods of a kind to scale to {fixed}")
+        weights = {k: (m / by_group[group(k)] * goal[group(k)] / gpus(k) if by_group[group(k)] else 0.0)
+                   for k, m in mass.items()}
+        norm = sum(w for k, w in zip(kinds, shares, strict=True) if k) / sum(weights.values())
+        return replace(self, share_pod_share=weights[-1] * norm, whole_pod_share=weights[1] * norm,
+                       multi_gpu_pod_shares=tuple((n, weights[n] * norm) for n, _ in self.multi_gpu_pod_shares),
+                       gpu_spec_share=self.gpu_spec_share if gpu_spec is None else gpu_spec)
 
     def pod_kinds(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """(GPUs per kind, share per kind): 0 CPU-only, -1 a share of one GPU, 1 one whole GPU, n > 1 several."""

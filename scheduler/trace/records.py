@@ -3,13 +3,16 @@ read and written as the trace has them.
 
 **CSV.** Nodes ``sn,cpu_milli,memory_mib,gpu,model``; pods ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,
 qos,pod_phase,creation_time,deletion_time,scheduled_time``. A header row names the columns (any order; columns
-beyond these are ignored). Empty cells mean: no model (a CPU-only node), no ``gpu_spec`` (any model), no
-``deletion_time`` / ``scheduled_time`` (the trace's Pending pods have none). ``gpu_spec`` is ``|``-separated;
-empty segments are dropped as the trace's own converter does (``pod_csv_to_yaml.py``). Integers may carry a
-``.0`` (pandas writes a column with empty cells as floats). The trace's own rules are checked: ``gpu_milli`` is 0
-without GPUs, 1..1000 for one GPU and 1000 for several; a GPU node has a model and a CPU-only node none; names are
-unique DNS subdomains (they become object names); models and ``gpu_spec`` entries are label values (they are
-matched against the ``gpu-model`` label). A bad cell is a ValueError naming the file, line and column.
+beyond these are ignored). The published pod lists do not all have every column (the multi-GPU variants, for one,
+have only ``name,cpu_milli,memory_mib,num_gpu,gpu_milli``); ``name``, ``cpu_milli`` and ``num_gpu`` are required,
+and a missing column reads as :data:`POD_DEFAULTS` says. Empty cells mean: no model (a CPU-only node), no
+``gpu_spec`` (any model), no ``deletion_time`` / ``scheduled_time`` (the trace's Pending pods have none).
+``gpu_spec`` is ``|``-separated; empty segments are dropped as the trace's own converter does
+(``pod_csv_to_yaml.py``). Integers may carry a ``.0`` (pandas writes a column with empty cells as floats). The
+trace's own rules are checked: ``gpu_milli`` is 0 without GPUs, 1..1000 for one GPU and 1000 for several; a GPU node
+has a model and a CPU-only node none; names are unique DNS subdomains (they become object names); models and
+``gpu_spec`` entries are label values (they are matched against the ``gpu-model`` label). A bad cell is a ValueError
+naming the file, line and column.
 
 Separate because the simulator, the generator and the command line exchange traces as these records, and the rules
 here are the trace's, not the cluster's.
@@ -26,6 +29,17 @@ from typing import TypeVar
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
                "creation_time", "deletion_time", "scheduled_time")
+# what a pods CSV without the column reads as (the paper's converter, pod_csv_to_yaml.py, fills the same gaps)
+POD_DEFAULTS: Mapping[str, str] = {
+    "memory_mib": "0: no memory request",
+    "gpu_milli": "1000 per GPU (whole cards) for a pod with GPUs, 0 without",
+    "gpu_spec": "empty: any GPU model",
+    "qos": "LS, the trace's most common class (the simulator does not read it)",
+    "pod_phase": "Pending (the simulator does not read it)",
+    "creation_time": "the row's position in the file (0, 1, 2, ...): file order is arrival order",
+    "deletion_time": "empty: never deleted",
+    "scheduled_time": "empty: not scheduled yet",
+}
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -139,11 +153,21 @@ def _node_row(cells: Mapping[str, str]) -> TraceNode:
                      cells["model"].strip())
 
 
+def _pod_defaults(ordinal: int) -> dict[str, str]:
+    """The cells of :data:`POD_DEFAULTS` for the ``ordinal``-th row (0-based) of a file without those columns;
+    gpu_milli's depends on the row's num_gpu, so it is left to :func:`_pod_row`."""
+    return {"memory_mib": "0", "gpu_spec": "", "qos": "LS", "pod_phase": "Pending", "creation_time": str(ordinal),
+            "deletion_time": "", "scheduled_time": ""}
+
+
 def _pod_row(cells: Mapping[str, str]) -> TracePod:
     spec = tuple(m.strip() for m in cells["gpu_spec"].split("|") if m.strip())
+    num_gpu = _integer("num_gpu", cells["num_gpu"])
+    milli = cells.get("gpu_milli")
     return TracePod(cells["name"].strip(), _integer("cpu_milli", cells["cpu_milli"]),
-                    _integer("memory_mib", cells["memory_mib"]), _integer("num_gpu", cells["num_gpu"]),
-                    _integer("gpu_milli", cells["gpu_milli"]), spec, cells["qos"].strip(), cells["pod_phase"].strip(),
+                    _integer("memory_mib", cells["memory_mib"]), num_gpu,
+                    _integer("gpu_milli", milli) if milli is not None else 1000 if num_gpu else 0, spec,
+                    cells["qos"].strip(), cells["pod_phase"].strip(),
                     _integer("creation_time", cells["creation_time"]),
                     _optional_integer("deletion_time", cells["deletion_time"]),
                     _optional_integer("scheduled_time", cells["scheduled_time"]))
@@ -153,8 +177,11 @@ Row = TypeVar("Row", TraceNode, TracePod)
 
 
 def _read_csv(path: str, columns: Sequence[str], build: Callable[[Mapping[str, str]], Row],
-              field_columns: Mapping[str, str]) -> list[Row]:
-    """Rows of a trace CSV; ValueError "<path>: line L, column C (<name>): <problem>" for the first bad cell."""
+              field_columns: Mapping[str, str], optional: Iterable[str] = (),
+              defaults: Callable[[int], Mapping[str, str]] | None = None) -> list[Row]:
+    """Rows of a trace CSV; ValueError "<path>: line L, column C (<name>): <problem>" for the first bad cell.
+    ``optional`` columns may be missing from the header: their cells are then ``defaults(row ordinal)``'s (a
+    column ``defaults`` has no cell for is left out of the row's cells)."""
     out: list[Row] = []
     reader = None
     try:
@@ -168,10 +195,12 @@ def _read_csv(path: str, columns: Sequence[str], build: Callable[[Mapping[str, s
                 if name in index:
                     raise ValueError(f"{path}: line 1, column {i + 1}: column {name!r:.40} appears twice")
                 index[name] = i
+            allowed = set(optional)
             for name in columns:
-                if name not in index:
+                if name not in index and name not in allowed:
                     raise ValueError(f"{path}: line 1: the header has no column {name!r} "
                                      f"(expected {','.join(columns)})")
+            present = [name for name in columns if name in index]
             first_seen: dict[str, int] = {}
             for row in reader:
                 line = reader.line_num
@@ -180,12 +209,17 @@ def _read_csv(path: str, columns: Sequence[str], build: Callable[[Mapping[str, s
                 if len(row) != len(header):
                     raise ValueError(f"{path}: line {line}, column {min(len(row), len(header)) + 1}: {len(row)} "
                                      f"cells where the header has {len(header)}")
+                cells = {name: row[index[name]] for name in present}
+                if defaults is not None and len(present) < len(columns):
+                    filled = defaults(len(out))
+                    cells.update({n: filled[n] for n in columns if n not in cells and n in filled})
                 try:
-                    item = build({name: row[index[name]] for name in columns})
+                    item = build(cells)
                 except _FieldError as e:
                     column = field_columns.get(e.field, e.field)
-                    raise ValueError(f"{path}: line {line}, column {index[column] + 1} ({column}): "
-                                     f"{e.message}") from None
+                    where = (f"column {index[column] + 1} ({column})" if column in index
+                             else f"{column} (the missing column's default)")
+                    raise ValueError(f"{path}: line {line}, {where}: {e.message}") from None
                 if item.name in first_seen:
                     column = field_columns.get("name", "name")
                     raise ValueError(f"{path}: line {line}, column {index[column] + 1} ({column}): {item.name!r} "
@@ -205,8 +239,9 @@ def read_nodes(path: str) -> list[TraceNode]:
 
 
 def read_pods(path: str) -> list[TracePod]:
-    """The pods CSV (``openb_pod_list_*.csv``), in file order (the trace's is arrival order)."""
-    return _read_csv(path, POD_COLUMNS, _pod_row, _POD_FIELD_COLUMNS)
+    """The pods CSV (``openb_pod_list_*.csv``, any of the published column sets), in file order (the trace's is
+    arrival order)."""
+    return _read_csv(path, POD_COLUMNS, _pod_row, _POD_FIELD_COLUMNS, POD_DEFAULTS, _pod_defaults)
 
 
 def _write_csv(path: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:

@@ -9,7 +9,19 @@ from doubles import schedcluster as sc
 from scheduler.cache import ClusterCache
 from scheduler.config import ExtenderConfig
 from scheduler.extender import Extender
-from scheduler.fgd import NodeFree, Shape, WorkloadMix, fragmentation, fragmentation_for, normalize, placements
+from scheduler.fgd import (
+    NodeFree,
+    Shape,
+    WorkloadMix,
+    fragmentation,
+    fragmentation_for,
+    normalize,
+    pinned_models,
+    placements,
+    shape_of,
+    typical,
+)
+from scheduler.requests import pod_device_request
 
 BIG = 1 << 40
 SHARE_600 = Shape(1000, 1 << 30, 600, 1)
@@ -27,11 +39,78 @@ def node(*cards: int, cpu: int = BIG, memory: int = BIG) -> NodeFree:
     (node(1000, 1000, 400), WHOLE_2, 400),         # two whole cards fit; the partly used card is a fragment
     (node(1000, 400, 400), WHOLE_2, 1800),         # only one whole card: nothing usable, all 1800 fragmented
     (node(1000, 1000, cpu=500), SHARE_600, 2000),  # cpu short: the GPUs cannot be used by this task at all
-    (node(1000, 500), CPU_ONLY, 0),                # a task without GPUs that fits leaves no GPU fragment
+    (node(1000, 500), CPU_ONLY, 1500),             # a task without GPUs can use none of them: all are fragment
     (node(0, 0), SHARE_600, 0),                    # nothing free, nothing fragmented
 ])
 def test_fragmentation_for_one_task_shape(n: NodeFree, m: Shape, want: int) -> None:
     assert fragmentation_for(n, m) == want
+
+
+def test_a_shape_pinned_to_other_models_counts_the_whole_node_as_fragment() -> None:
+    t4 = NodeFree(BIG, BIG, (1000, 300), "T4")
+    pinned = Shape(1000, 1 << 30, 600, 1, frozenset({"G2", "V100M16"}))
+    assert fragmentation_for(t4, pinned) == 1300
+    assert fragmentation_for(t4, Shape(1000, 1 << 30, 600, 1, frozenset({"T4"}))) == 300
+    assert fragmentation(t4, ((pinned, 0.5), (SHARE_600, 0.5))) == pytest.approx(0.5 * 1300 + 0.5 * 300)
+    # a placement keeps the node's model
+    assert {n.model for n in placements(t4, SHARE_600)} == {"T4"}
+
+
+def test_the_bounded_measure_counts_the_gpus_the_cpu_left_cannot_feed() -> None:
+    """An 8-GPU node with 24 cores free and 12-core whole-GPU tasks: the paper's measure sees no fragment (a task
+    fits), the bounded one six GPUs (two tasks can still be fed). A 10-core CPU-only pod grows it there (one task
+    left: +1000) and not on a cpu-rich 2-GPU node."""
+    task = Shape(12_000, 0, 1000, 1)
+    eight = NodeFree(24_000, BIG, (1000,) * 8)
+    assert fragmentation_for(eight, task) == 0
+    assert fragmentation_for(eight, task, bounded=True) == 6000
+    assert fragmentation(eight, ((task, 1.0),), bounded=True) == 6000
+    mix = WorkloadMix(prior=())
+    mix.set({task: 1.0})
+    cpu_pod = Shape(10_000, 0)
+    assert mix.best_growth(eight, cpu_pod) == 1000
+    assert mix.best_growth(NodeFree(104_000, BIG, (1000, 1000)), cpu_pod) == 0
+    mix.set({task: 1.0}, bounded=False)
+    assert mix.best_growth(eight, cpu_pod) == 0
+
+
+def test_the_mix_is_the_most_frequent_shapes_covering_95_percent() -> None:
+    counts = {Shape(1000, 0, 500, 1): 60.0, Shape(2000, 0): 30.0, Shape(8000, 0, 1000, 8): 6.0,
+              Shape(4000, 0, 1000, 2): 4.0}
+    # 60 + 30 = 90 % < 95 %: the third (6 %) is needed, the fourth is not; popularities renormalized over 96
+    assert typical(counts) == {Shape(1000, 0, 500, 1): 60 / 96, Shape(2000, 0): 30 / 96,
+                               Shape(8000, 0, 1000, 8): 6 / 96}
+    mix = WorkloadMix(prior=(), cpu_step=1, memory_step=1)
+    mix.set(counts)
+    assert [s for s, _ in mix.snapshot] == list(typical(counts))
+
+
+@pytest.mark.parametrize(("spec", "hint", "want"), [
+    ({}, None, None),
+    ({"nodeSelector": {"node.koordinator.sh/gpu-model": "T4"}}, None, {"T4"}),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "node.koordinator.sh/gpu-model", "operator": "In", "values": ["T4", "G2"]}]},
+        {"matchExpressions": [{"key": "node.koordinator.sh/gpu-model", "operator": "In", "values": ["P100"]}]},
+    ]}}}}, None, {"T4", "G2", "P100"}),
+    # a term that does not name the model allows any
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "node.koordinator.sh/gpu-model", "operator": "In", "values": ["T4"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+    ]}}}}, None, None),
+    ({}, {"gpu": {"selector": {"matchLabels": {"node.koordinator.sh/gpu-model": "A100"}}}}, {"A100"}),
+    ({"nodeSelector": {"node.koordinator.sh/gpu-model": "T4"}},
+     {"gpu": {"selector": {"matchExpressions": [{"key": "node.koordinator.sh/gpu-model", "operator": "In",
+                                                 "values": ["T4", "A10"]}]}}}, {"T4"}),
+])
+def test_a_pod_is_pinned_to_models_by_affinity_node_selector_or_gpu_hint(spec: dict, hint: dict | None,
+                                                                          want: set[str] | None) -> None:
+    import json
+    annotations = {"scheduling.koordinator.sh/device-allocate-hint": json.dumps(hint)} if hint else {}
+    pod = sc.pod("p", {"koordinator.sh/gpu": "50", "cpu": "1"}, annotations=annotations)
+    pod["spec"].update(spec)
+    request = pod_device_request(pod)
+    assert pinned_models(pod, request) == (frozenset(want) if want is not None else None)
+    assert shape_of(pod, request).models == frozenset(want or ())
 
 
 def test_fragmentation_of_a_mix_is_the_popularity_weighted_sum() -> None:
@@ -50,7 +129,7 @@ def test_placements_are_the_distinct_states_one_pod_can_leave() -> None:
 
 def test_the_mix_decays_and_is_bounded() -> None:
     mix = WorkloadMix(half_life=10, max_shapes=2, refresh_every=1, prior=())
-    a, b, c = Shape(1000, 1 << 30, 500, 1), Shape(2000, 1 << 30, 1000, 1), Shape(3000, 1 << 30)
+    a, b, c = Shape(1000, 1 << 30, 500, 1), Shape(2000, 1 << 30, 1000, 1), Shape(3000, 1 << 30, 200, 1)
     for _ in range(10):
         mix.observe(a)
     for _ in range(10):

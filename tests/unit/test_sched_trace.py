@@ -105,6 +105,33 @@ def test_columns_in_another_order_pandas_floats_and_blank_lines_are_read(tmp_pat
         TraceNode("openb-node-0036", 104000, 524288, 2, "T4"), TraceNode("openb-node-0000", 32000, 262144, 0, "")]
 
 
+@pytest.mark.parametrize("header,row,want", [
+    # the multi-GPU and GPU-sharing lists: five columns
+    ("name,cpu_milli,memory_mib,num_gpu,gpu_milli", "openb-pod-0001,8000,30517,2,1000",
+     TracePod("openb-pod-0001", 8000, 30517, 2, 1000, (), "LS", "Pending", 1, None, None)),
+    # gpu_spec kept, the times gone
+    ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec", "openb-pod-0001,4000,15258,1,220,T4|G2",
+     TracePod("openb-pod-0001", 4000, 15258, 1, 220, ("T4", "G2"), "LS", "Pending", 1, None, None)),
+    # the converter's bare minimum: no gpu_milli means whole cards, no memory_mib no memory request
+    ("name,cpu_milli,num_gpu", "openb-pod-0001,4000,1", TracePod("openb-pod-0001", 4000, 0, 1, 1000, (), "LS",
+                                                                 "Pending", 1, None, None)),
+    ("name,cpu_milli,num_gpu", "openb-pod-0001,4000,0", TracePod("openb-pod-0001", 4000, 0, 0, 0, (), "LS",
+                                                                 "Pending", 1, None, None)),
+])
+def test_every_published_pod_column_set_parses_with_its_defaults(tmp_path, header, row, want):
+    """A pods CSV lacking optional columns reads as POD_DEFAULTS says; creation_time is the row's position, so a
+    second row arrives after the first."""
+    first = row.replace("openb-pod-0001", "openb-pod-0000")
+    pods = records.read_pods(write(tmp_path / "p.csv", f"{header}\n{first}\n{row}\n"))
+    assert pods[1] == want and pods[0].creation_time == 0
+    assert set(records.POD_DEFAULTS) == set(records.POD_COLUMNS) - {"name", "cpu_milli", "num_gpu"}
+
+
+def test_a_pods_csv_without_a_required_column_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="the header has no column 'num_gpu'"):
+        records.read_pods(write(tmp_path / "p.csv", "name,cpu_milli,memory_mib\nopenb-pod-0001,8000,30517\n"))
+
+
 POD_HEADER = TRACE_PODS.splitlines()[0]
 GOOD_POD = "openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061"
 
@@ -405,6 +432,39 @@ def test_marginals_hold_over_10000_pods():
     qos = Counter(p.qos for p in pods)
     weight = sum(w for _, w in m.qos)
     assert all(within(qos[name] / n, w / weight, n) for name, w in m.qos)
+
+
+@pytest.mark.parametrize("kw,kind,share", [
+    ({"share_gpu": 1.0}, "share", 1.0),          # openb_pod_list_gpushare100: every GPU pod a share
+    ({"share_gpu": 0.6}, "share", 0.6),
+    ({"multi_gpu": 0.5}, "multi", 0.5),          # openb_pod_list_multigpu50
+])
+def test_the_published_workload_variants_ask_their_share_of_gpu_requests(kw, kind, share):
+    """The emphasized kind asks its share of all GPU requests (within the sampling error of 10,000 pods); CPU-only
+    pods keep their share of pods and the other GPU kinds their proportions among themselves."""
+    base = Marginals(cpu_node_share=0.0)
+    m = base.emphasize(**kw)
+    _, pods = generator.generate(7, 1213, 10_000, m)
+
+    def kind_of(p: TracePod) -> str:
+        return "share" if p.num_gpu == 1 and p.gpu_milli < 1000 else "multi" if p.num_gpu > 1 else "whole"
+
+    asked = Counter()
+    for p in pods:
+        if p.num_gpu:
+            asked[kind_of(p)] += cluster.gpu_request_milli(p)
+    assert abs(asked[kind] / sum(asked.values()) - share) < 0.03, asked
+    assert m.cpu_pod_share == base.cpu_pod_share
+    assert sum(m.pod_kinds()[1]) == pytest.approx(sum(base.pod_kinds()[1]))
+    if kind == "multi":
+        assert m.share_pod_share / m.whole_pod_share == pytest.approx(base.share_pod_share / base.whole_pod_share)
+    assert base.emphasize(gpu_spec=0.33).gpu_spec_share == 0.33
+
+
+@pytest.mark.parametrize("kw", [{"share_gpu": 1.5}, {"share_gpu": 0.7, "multi_gpu": 0.5}])
+def test_impossible_workload_variants_are_refused(kw):
+    with pytest.raises(ValueError, match="shares of GPU requests"):
+        Marginals().emphasize(**kw)
 
 
 def test_every_generated_pod_fits_an_empty_node_even_on_a_tiny_cluster():
