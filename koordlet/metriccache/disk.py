@@ -10,7 +10,12 @@ tiers, are in the store's module docstring; ageing the file's history is :mod:`k
   once their block is sealed) and ``rollups`` (per-minute summaries of what is older than the memory window,
   :mod:`koordlet.metriccache.rollup`). A point is in exactly one of them: every move between them is one
   transaction.
-* **Flush** (:func:`write`): the chunks sealed since the last flush and the heads' new points, one transaction.
+* **Flush** (:func:`write`): the chunks sealed since the last flush and the heads' new points, one transaction;
+  then :func:`checkpoint` copies it into the file, so the WAL holds nothing the file lacks between flushes.
+* **The WAL file is kept** (up to :data:`WAL_KEEP` bytes) rather than truncated after a checkpoint: the next
+  transaction overwrites it from the start, so a filesystem that has no room left still has the WAL's for the small
+  deletions that make room (:func:`koordlet.metriccache.history.reclaim`). sqlite cannot delete without writing the
+  WAL first, and a WAL truncated to nothing on a full filesystem would leave it no way to shrink the file.
 * **Damage** never raises out of here except at open: :func:`open_db` moves a file it cannot read aside
   (``metrics.db.corrupt-<unix ts>``) and starts a fresh one, or leaves the cache memory-only; a chunk or rollup
   that does not decode is deleted and costs only its own points (logged); a failing query is logged and answers
@@ -35,7 +40,9 @@ from koordlet.metriccache.series import MS_MIN, Series, take, to_ms
 
 __all__ = [
     "POINT_TABLES",
+    "WAL_KEEP",
     "Loaded",
+    "checkpoint",
     "drop_unused_tscols",
     "incremental_vacuum",
     "lookup",
@@ -45,6 +52,7 @@ __all__ = [
     "query_rollups",
     "rollback",
     "write",
+    "write_size",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,6 +104,11 @@ CREATE INDEX IF NOT EXISTS rollups_end ON rollups (end_ms);
 POINT_TABLES = ("chunks", "head", "rollups")
 # sqlite's default SQLITE_MAX_VARIABLE_NUMBER was 999 before 3.32; stay below it.
 _IN_BATCH = 500
+#: Bytes of the WAL file kept after a checkpoint (``journal_size_limit``), as the room deletions need on a full
+#: filesystem; the file on disk is at most ``max_bytes`` plus this.
+WAL_KEEP = 1 << 20
+#: What a row costs besides its blobs (header, rowid, index entries), roughly.
+_ROW_OVERHEAD = 64
 
 
 def _labels_json(lb: Labels) -> str:
@@ -112,6 +125,13 @@ def incremental_vacuum(conn: sqlite3.Connection) -> None:
     outside an explicit transaction (executescript commits first).
     """
     conn.executescript("PRAGMA incremental_vacuum")
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the file and let the next transaction write the WAL from its start (RESTART: the file keeps
+    its allocation, up to :data:`WAL_KEEP`). Outside a transaction; a reader still at an older snapshot makes it
+    give up for now (sqlite reports busy, not an error)."""
+    conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
 def rollback(conn: sqlite3.Connection | None) -> None:
@@ -193,7 +213,8 @@ def _connect_and_load(db_path: str, clock: Callable[[], float], window: float) -
 
     * WAL + ``synchronous=NORMAL``: commits don't fsync (only checkpoints
       do); a power cut can lose the last flush but never corrupts the file,
-      which is the right trade for advisory metrics.
+      which is the right trade for advisory metrics. ``journal_size_limit``:
+      the WAL file kept after a checkpoint (:data:`WAL_KEEP`).
     * ``auto_vacuum=INCREMENTAL`` (must be set before the first table is
       created): lets :func:`koordlet.metriccache.history.trim` hand freed pages back to the filesystem
       so ``max_bytes`` bounds the real file size.
@@ -204,6 +225,7 @@ def _connect_and_load(db_path: str, clock: Callable[[], float], window: float) -
     try:
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP}").fetchall()
         conn.execute("PRAGMA synchronous=NORMAL")
         check = conn.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
@@ -419,6 +441,23 @@ def query_rollups(conn: sqlite3.Connection, db_path: str | None, ids: dict[int, 
 
 
 # ----------------------------------------------------------------- write
+
+
+def write_size(pending: Iterable[Series]) -> int:
+    """About how many bytes :func:`write` puts into the file for ``pending``: the new chunks' blobs (a timestamp
+    column shared by many series counted once), 16 bytes a head point, and each row's overhead."""
+    total = 0
+    seen: set[int] = set()
+    for ser in pending:
+        for i in range(ser.c_flushed, len(ser.c_n)):
+            total += len(ser.c_vals[i]) + _ROW_OVERHEAD
+            if id(ser.c_ts[i]) not in seen:
+                seen.add(id(ser.c_ts[i]))
+                total += len(ser.c_ts[i]) + _ROW_OVERHEAD
+        head = len(ser.ts) - (0 if ser.rewrite else ser.flushed)
+        if head > 0:
+            total += 16 * head + _ROW_OVERHEAD
+    return total
 
 
 def write(conn: sqlite3.Connection, pending: Iterable[Series]) -> list[tuple[Series, int]]:

@@ -71,6 +71,15 @@ stayed in memory for the whole window, and every series ever written kept a
   below which disk serves it: no point is lost or returned twice.
 * without a disk (no path, or the db unusable) eviction drops the oldest idle
   series' data: the cap is worth more than a deleted pod's history.
+
+**A full filesystem** is one state (:class:`koordlet.base.diskfull.DiskFull`, store ``metriccache``), logged when it
+begins and when it ends. A flush first checks that the filesystem has room for it (:data:`_SPARE` plus twice what it
+writes: its pages go to the WAL, then into the file); when it has not, or sqlite says the disk is full, the cache
+deletes its oldest history on disk, beyond the memory window, in small steps
+(:func:`koordlet.metriccache.history.reclaim`), and writes what then fits. The rest waits in memory for the next
+flush, as after any failed flush: nothing inside the memory window is lost; what ages out of it unwritten is
+(counted, and said when the state ends). The state ends at a flush that writes everything and finds room for the
+file to grow to ``max_bytes`` again, so a cache that has to live in less does not flap in and out of it.
 """
 
 from __future__ import annotations
@@ -85,6 +94,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 
+from koordlet.base.diskfull import METRIC_CACHE, DiskFull, free_bytes
 from koordlet.metriccache import disk, history
 from koordlet.metriccache.aggregate import AggregateResult
 from koordlet.metriccache.history import ROLLUP_MS
@@ -109,6 +119,9 @@ MAX_SERIES = 10_000
 _IDLE = 30.0
 #: Seconds of history written after the first measurement before the first estimate of what ``max_bytes`` holds.
 ESTIMATE_AFTER = 600.0
+#: Free space a flush leaves on the filesystem besides its own (module docstring): what the report files and the
+#: prediction checkpoints beside the cache rewrite.
+_SPARE = 256 << 10
 
 
 class MetricCache:
@@ -123,7 +136,8 @@ class MetricCache:
     Disk problems never raise out of this class: an unreadable db at open is
     moved aside and replaced; a failing flush/trim/query is logged and the
     cache keeps serving from memory.  The agent must not die because its
-    metric history is damaged.
+    metric history is damaged.  A full filesystem is a state of ``disk_full`` (the
+    agent's, shared with its other writers), not an error per flush.
     """
 
     def __init__(
@@ -135,6 +149,7 @@ class MetricCache:
         max_bytes: int = 100 * 2**20,
         max_series: int = MAX_SERIES,
         clock: Callable[[], float] = time.time,
+        disk_full: DiskFull | None = None,
     ) -> None:
         if retention <= 0 or memory_window <= 0:
             raise ValueError(
@@ -148,6 +163,10 @@ class MetricCache:
         self._memory_window = float(memory_window)
         self._max_bytes = int(max_bytes)
         self._clock = clock
+        self._disk_full = disk_full or DiskFull()
+        # while the filesystem is full: history bytes deleted to make room, points that aged out of memory unwritten
+        self._reclaimed = 0
+        self._dropped = 0
         self._lock = threading.Lock()
         self._closed = False
         # (name, labels) -> series: the one dict the hot path touches.
@@ -174,9 +193,12 @@ class MetricCache:
         # and its transactions are isolated from the queries on _conn
         self._history: sqlite3.Connection | None = None
         self._db_path: str | None = None
+        self._dir = "" if path is None else os.fspath(path)
         if path is not None:
+            self._disk_full.watch(METRIC_CACHE, self._dir, "the memory window stays in memory and the oldest history on "
+                             "disk makes room; writing resumes by itself when there is space")
             window = min(self._memory_window, self._retention)
-            self._db_path, self._conn, loaded = disk.open_db(os.fspath(path), clock, window)
+            self._db_path, self._conn, loaded = disk.open_db(self._dir, clock, window)
             for name, keys in loaded.keysets.items():
                 self._keysets.setdefault(name, set()).update(keys)
             for ser in loaded.series:
@@ -364,27 +386,83 @@ class MetricCache:
                     ser.seal(before, shared, persistent)
 
     def _flush_locked(self) -> bool:
+        """Write what memory holds that sqlite lacks; whether all of it is written (a full filesystem may let only
+        part of it, or none, be written: the rest waits for the next flush)."""
         conn = self._conn
         if conn is None:
             return True
         pending = [s for s in self._series.values()
                    if s.flushed < len(s.ts) or s.c_flushed < len(s.c_n) or s.rewrite]
-        if not pending:
-            return True
+        need = _SPARE + 2 * disk.write_size(pending)
+        fits = self._fitting(pending, need)
+        if fits:
+            try:
+                new_ids = disk.write(conn, fits)
+            except sqlite3.Error as e:
+                disk.rollback(conn)
+                self._failed("flush", e)
+                if self._disk_full.is_full(METRIC_CACHE):
+                    self._reclaim(2 * need)        # for the next flush
+                return False
+            for ser, sid in new_ids:
+                ser.sid = sid
+            for ser in fits:
+                ser.flushed = len(ser.ts)
+                ser.c_flushed = len(ser.c_n)
+                ser.rewrite = False
         try:
-            new_ids = disk.write(conn, pending)
+            disk.checkpoint(conn)
+            if self._disk_full.is_full(METRIC_CACHE) and len(fits) == len(pending):
+                self._end_full(need)
         except sqlite3.Error as e:
-            disk.rollback(conn)
-            log.error("metric cache flush failed path=%s series=%d error=%s; will retry", self._db_path,
-                      len(pending), e)
-            return False
-        for ser, sid in new_ids:
-            ser.sid = sid
+            self._failed("checkpoint", e)
+        return len(fits) == len(pending)
+
+    def _fitting(self, pending: list[Series], need: int) -> list[Series]:
+        """The pending series a flush can write: all of them while the filesystem has ``need`` bytes free. Short of
+        that the cache is full (logged once): it reclaims its oldest history to make twice that room, and if that
+        left too little, only the series whose points fit in what is free go now."""
+        free = free_bytes(self._dir)
+        if free is None or free >= need:
+            return pending
+        self._disk_full.begin(METRIC_CACHE, f"free={free} need={need}")
+        self._reclaim(2 * need - free)
+        free = free_bytes(self._dir)
+        if free is None or free >= need:
+            return pending
+        budget = (free - _SPARE) // 2
+        fits = []
         for ser in pending:
-            ser.flushed = len(ser.ts)
-            ser.c_flushed = len(ser.c_n)
-            ser.rewrite = False
-        return True
+            budget -= disk.write_size((ser,))
+            if budget < 0:
+                break
+            fits.append(ser)
+        return fits
+
+    def _reclaim(self, goal: int) -> None:
+        """Delete about ``goal`` bytes of the oldest history beyond the memory window (a full filesystem)."""
+        assert self._conn is not None
+        try:
+            freed = history.reclaim(self._conn, self._floor_ms, goal)
+        except sqlite3.Error as e:
+            self._failed("reclaim", e)
+            return
+        if freed:
+            self._reclaimed += freed
+            log.debug("metric cache reclaimed history path=%s bytes=%d goal=%d", self._db_path, freed, goal)
+
+    def _end_full(self, need: int) -> None:
+        """The full state ends once the filesystem has room for a flush and for the file to grow to ``max_bytes``."""
+        assert self._conn is not None
+        free = free_bytes(self._dir)
+        if free is not None and free >= need + max(0, self._max_bytes - history.size(self._conn)):
+            self._disk_full.wrote(METRIC_CACHE, f" reclaimed_bytes={self._reclaimed} dropped_points={self._dropped}")
+            self._reclaimed = self._dropped = 0
+
+    def _failed(self, step: str, e: sqlite3.Error) -> None:
+        """A disk step failed: part of the full state when the filesystem has no room (silent), else logged."""
+        if not self._disk_full.failed(METRIC_CACHE, e):
+            log.error("metric cache %s failed path=%s error=%s; will retry", step, self._db_path, e)
 
     def trim(self) -> None:
         """Age data out of memory and disk and enforce ``max_bytes``.
@@ -413,22 +491,33 @@ class MetricCache:
                 self._floor_ms = cutoff
             if persisted or self._conn is None:
                 self._evict_locked()
-            if lost:
+            if lost and self._conn is not None and self._disk_full.is_full(METRIC_CACHE):
+                self._dropped += lost              # said when the full state ends
+            elif lost:
                 log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
-            full = history.trim(self._conn, self._db_path, to_ms(now - self._retention), self._max_bytes,
-                                self._series.values()) if self._conn is not None else False
+            full = False
+            if self._conn is not None:
+                try:
+                    full = history.trim(self._conn, self._db_path, to_ms(now - self._retention), self._max_bytes,
+                                        self._series.values())
+                except sqlite3.Error as e:
+                    self._failed("disk trim", e)
         if self._conn is not None:
             horizon = to_ms(now - self._memory_window) // ROLLUP_MS * ROLLUP_MS
-            history.roll_up(self._history_conn, self._db_path, horizon)
+            try:
+                history.roll_up(self._history_conn, self._db_path, horizon)
+            except sqlite3.Error as e:
+                self._failed("roll-up", e)
             # measured after the roll-up, when the raw part on disk is at its smallest each time: measured before
             # it, the raw part's ten-minute sawtooth (a few MiB at 500 containers) swamps the rollups' growth
             with self._lock:
                 if self._conn is not None:
                     try:
                         disk.incremental_vacuum(self._conn)
+                        disk.checkpoint(self._conn)
                         self._measure_history(now, full)
                     except sqlite3.Error as e:
-                        log.error("metric cache history measure failed path=%s error=%s", self._db_path, e)
+                        self._failed("history measure", e)
 
     def _history_conn(self) -> sqlite3.Connection:
         if self._history is None:
@@ -512,7 +601,7 @@ class MetricCache:
                 try:
                     self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
                 except sqlite3.Error as e:
-                    log.error("metric cache checkpoint at close failed path=%s error=%s", self._db_path, e)
+                    self._failed("checkpoint at close", e)
                 self._conn.close()
                 self._conn = None
             if self._history is not None:
