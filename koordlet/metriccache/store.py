@@ -195,8 +195,8 @@ class MetricCache:
         self._db_path: str | None = None
         self._dir = "" if path is None else os.fspath(path)
         if path is not None:
-            self._disk_full.watch(METRIC_CACHE, self._dir, "the memory window stays in memory and the oldest history on "
-                             "disk makes room; writing resumes by itself when there is space")
+            self._disk_full.watch(METRIC_CACHE, self._dir, "the memory window stays in memory and the oldest "
+                                  "history on disk makes room; writing resumes by itself when there is space")
             window = min(self._memory_window, self._retention)
             self._db_path, self._conn, loaded = disk.open_db(self._dir, clock, window)
             for name, keys in loaded.keysets.items():
