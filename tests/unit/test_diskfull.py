@@ -72,10 +72,10 @@ def test_one_warning_when_a_store_fills_one_info_when_it_is_written_again(caplog
     assert full.states() == {METRIC_CACHE: False, REPORTS: False}
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert lines == [
-        ("WARNING", "storage full store=metriccache path=/var/lib/koordlet/metric-data error=[Errno 28] No space left "
-                    "on device; the memory window stays in memory"),
-        ("INFO", "storage writable again store=metriccache path=/var/lib/koordlet/metric-data after=50s "
-                 "reclaimed_bytes=4096"),
+        ("WARNING", ("storage full store=metriccache path=/var/lib/koordlet/metric-data error=[Errno 28] No space "
+                     "left on device; the memory window stays in memory")),
+        ("INFO", ("storage writable again store=metriccache path=/var/lib/koordlet/metric-data after=50s "
+                  "reclaimed_bytes=4096")),
     ]
 
 
