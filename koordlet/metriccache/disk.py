@@ -45,6 +45,7 @@ __all__ = [
     "checkpoint",
     "drop_unused_tscols",
     "incremental_vacuum",
+    "load",
     "lookup",
     "matching_series",
     "open_db",
@@ -161,13 +162,14 @@ class Loaded:
     floor_ms: int = MS_MIN
 
 
-def open_db(directory: str, clock: Callable[[], float], window: float
+def open_db(directory: str, clock: Callable[[], float], window: float, no_room: Callable[[BaseException], bool]
             ) -> tuple[str | None, sqlite3.Connection | None, Loaded]:
     """Open (or create) ``<directory>/metrics.db`` and load the last ``window`` seconds (before ``clock()``) from
     it: (the file's path, its connection, what was loaded); the connection is None when the cache runs memory-only.
 
     A damaged file is moved aside (``metrics.db.corrupt-<unix ts>``) and a fresh one created; if even that fails the
-    cache runs memory-only.
+    cache runs memory-only. ``no_room(error)``: whether an error is the filesystem having no room, which the caller
+    keeps as its full state (not logged here; it opens the file again once there is room).
     """
     try:
         created = not os.path.isdir(directory)
@@ -175,15 +177,17 @@ def open_db(directory: str, clock: Callable[[], float], window: float
         if created:
             os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
     except OSError as e:
-        log.error("metric cache directory unusable path=%s error=%s; running memory-only", directory, e)
+        if not no_room(e):
+            log.error("metric cache directory unusable path=%s error=%s; running memory-only", directory, e)
         return None, None, Loaded()
     db_path = os.path.join(directory, _DB_FILE)
     try:
         return (db_path, *_connect_and_load(db_path, clock, window))
     except sqlite3.OperationalError as e:
-        # Locked by another process, unopenable, I/O error: the file may
-        # well be healthy, so don't move it aside; run without history.
-        log.error("metric cache db cannot be opened path=%s error=%s; running memory-only", db_path, e)
+        # Locked by another process, unopenable, I/O error, no room: the
+        # file may well be healthy, so don't move it aside; run without history.
+        if not no_room(e):
+            log.error("metric cache db cannot be opened path=%s error=%s; running memory-only", db_path, e)
         return db_path, None, Loaded()
     except (sqlite3.Error, ValueError, TypeError, KeyError, OverflowError) as e:
         error = e
@@ -239,14 +243,14 @@ def _connect_and_load(db_path: str, clock: Callable[[], float], window: float) -
             raise sqlite3.DatabaseError(f"unsupported schema version {version}")
         conn.executescript(_SCHEMA)
         conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        loaded = _load(conn, db_path, clock, window)
+        loaded = load(conn, db_path, clock, window)
     except BaseException:
         conn.close()
         raise
     return conn, loaded
 
 
-def _load(conn: sqlite3.Connection, db_path: str, clock: Callable[[], float], window: float) -> Loaded:
+def load(conn: sqlite3.Connection, db_path: str, clock: Callable[[], float], window: float) -> Loaded:
     """Every on-disk point newer than ``clock() - window``, as memory series: chunks as they are (each decoded once
     to check it), head rows into the head.
 

@@ -79,7 +79,9 @@ deletes its oldest history on disk, beyond the memory window, in small steps
 (:func:`koordlet.metriccache.history.reclaim`), and writes what then fits. The rest waits in memory for the next
 flush, as after any failed flush: nothing inside the memory window is lost; what ages out of it unwritten is
 (counted, and said when the state ends). The state ends at a flush that writes everything and finds room for the
-file to grow to ``max_bytes`` again, so a cache that has to live in less does not flap in and out of it.
+file to grow to ``max_bytes``, so a cache living at the edge of its filesystem does not flap in and out of it (and
+one whose filesystem is smaller than ``max_bytes`` stays full: lower it). A file that could not even be opened for lack of room (the agent started on a full disk) is opened once there
+is room: memory is written to it and the memory window loaded back, as a restart would.
 """
 
 from __future__ import annotations
@@ -197,15 +199,58 @@ class MetricCache:
         if path is not None:
             self._disk_full.watch(METRIC_CACHE, self._dir, "the memory window stays in memory and the oldest "
                                   "history on disk makes room; writing resumes by itself when there is space")
-            window = min(self._memory_window, self._retention)
-            self._db_path, self._conn, loaded = disk.open_db(self._dir, clock, window)
-            for name, keys in loaded.keysets.items():
-                self._keysets.setdefault(name, set()).update(keys)
-            for ser in loaded.series:
-                self._register(ser)
-            self._floor_ms = loaded.floor_ms
+            self._db_path, self._conn, loaded = disk.open_db(self._dir, clock, self._window(), self._no_room)
+            self._take(loaded)
 
     # ------------------------------------------------------------------ open
+
+    def _window(self) -> float:
+        """Seconds of points memory holds (the memory window, unless the retention is shorter)."""
+        return min(self._memory_window, self._retention)
+
+    def _no_room(self, error: BaseException) -> bool:
+        return self._disk_full.failed(METRIC_CACHE, error)
+
+    def _take(self, loaded: disk.Loaded) -> None:
+        """Memory as opening the file left it: its series' label key sets, the memory window's series, the floor."""
+        for name, keys in loaded.keysets.items():
+            self._keysets.setdefault(name, set()).update(keys)
+        for ser in loaded.series:
+            self._register(ser)
+        self._floor_ms = loaded.floor_ms
+
+    def _waiting_for_room(self) -> bool:
+        """The file could not be opened for lack of room: the cache runs from memory and opens it once there is
+        room (:meth:`_open_later`)."""
+        return self._conn is None and bool(self._dir) and not self._closed \
+            and self._disk_full.is_full(METRIC_CACHE)
+
+    def _open_later(self) -> bool:
+        """Open the file that had no room when the cache started, now that it may have: write what memory holds,
+        then load the memory window back from it, as a restart would, so the cache is what it would have been had
+        the disk had room all along. False while there is still too little."""
+        everything = list(self._series.values())
+        need = _SPARE + 2 * disk.write_size(everything)
+        free = free_bytes(self._dir)
+        if free is not None and free < need:
+            return False
+        db_path, conn, _ = disk.open_db(self._dir, self._clock, 0.0, self._no_room)
+        if conn is None or db_path is None:
+            return False
+        try:
+            disk.write(conn, everything)
+            disk.checkpoint(conn)
+            loaded = disk.load(conn, db_path, self._clock, self._window())
+        except sqlite3.Error as e:
+            disk.rollback(conn)
+            conn.close()
+            self._failed("open", e)
+            return False
+        self._series, self._by_name, self._evicted_until = {}, {}, {}
+        self._db_path, self._conn = db_path, conn
+        self._take(loaded)
+        self._end_full(need)
+        return True
 
     def _new_series(self, name: str, lb: Labels) -> Series:
         ser = Series(name, lb, None)
@@ -390,7 +435,7 @@ class MetricCache:
         part of it, or none, be written: the rest waits for the next flush)."""
         conn = self._conn
         if conn is None:
-            return True
+            return self._open_later() if self._waiting_for_room() else True
         pending = [s for s in self._series.values()
                    if s.flushed < len(s.ts) or s.c_flushed < len(s.c_n) or s.rewrite]
         need = _SPARE + 2 * disk.write_size(pending)
@@ -452,7 +497,10 @@ class MetricCache:
             log.debug("metric cache reclaimed history path=%s bytes=%d goal=%d", self._db_path, freed, goal)
 
     def _end_full(self, need: int) -> None:
-        """The full state ends once the filesystem has room for a flush and for the file to grow to ``max_bytes``."""
+        """The full state ends once the filesystem has room for a flush and for the file to grow to ``max_bytes``:
+        what reclaiming frees shrinks the file by as much, so only room made by others (or a larger filesystem)
+        ends it, and a cache living at the edge of its filesystem does not go in and out of the state at every
+        reclaim."""
         assert self._conn is not None
         free = free_bytes(self._dir)
         if free is not None and free >= need + max(0, self._max_bytes - history.size(self._conn)):
@@ -476,12 +524,13 @@ class MetricCache:
         self._seal()
         with self._lock:
             now = self._clock()
-            cutoff = to_ms(now - min(self._memory_window, self._retention))
-            persisted = self._flush_locked() if self._conn is not None else False
+            cutoff = to_ms(now - self._window())
+            persisted = self._flush_locked()
+            waiting = self._waiting_for_room()
             lost = 0
             for ser in list(self._series.values()):
                 dropped = ser.drop_before(cutoff)
-                if self._conn is not None:
+                if self._conn is not None or waiting:
                     # only when flushing failed: points forgotten that were never written are gone for good — we
                     # trade history for RSS
                     lost += dropped
@@ -491,7 +540,7 @@ class MetricCache:
                 self._floor_ms = cutoff
             if persisted or self._conn is None:
                 self._evict_locked()
-            if lost and self._conn is not None and self._disk_full.is_full(METRIC_CACHE):
+            if lost and (waiting or self._disk_full.is_full(METRIC_CACHE)):
                 self._dropped += lost              # said when the full state ends
             elif lost:
                 log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
@@ -595,9 +644,9 @@ class MetricCache:
         with self._lock:
             if self._closed:
                 return
+            self._flush_locked()           # also opens a file that waited for room, if there is some now
             self._closed = True
             if self._conn is not None:
-                self._flush_locked()
                 try:
                     self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
                 except sqlite3.Error as e:

@@ -227,6 +227,38 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
         reopened.close()
 
 
+def test_a_cache_started_on_a_full_disk_opens_its_file_once_there_is_room(tmpfs, caplog):
+    """The agent restarted while the disk was full (sqlite cannot even make its -shm index): the cache runs from
+    memory, and once there is room writes what it collected and reads back what it had before the restart."""
+    where = str(tmpfs.path / "metric-data")
+    before = time.time() - 60
+    cache = MetricCache(where, memory_window=WINDOW, max_bytes=2 << 20)
+    cache.append(usage(before, 2, since=before - 60))
+    cache.close()
+    caplog.set_level(logging.INFO, logger="koordlet")
+    tmpfs.fill()
+    cache = MetricCache(where, memory_window=WINDOW, max_bytes=2 << 20)
+    after = usage(time.time())
+    cache.append(after)
+    for _ in range(3):
+        cache.flush()
+        cache.trim()
+    assert cache.query("pod_cpu_usage", {"pod_uid": "pod-1"}, before - 60, time.time()).count() == 1
+    tmpfs.release()
+    cache.flush()
+    for c in (cache, MetricCache(where, memory_window=WINDOW)):
+        try:
+            values = c.query("pod_cpu_usage", {"pod_uid": "pod-1"}, before - 60, time.time()).values()
+            assert sorted(values) == sorted(s.value for s in usage(before, 2, since=before - 60) + after
+                                            if s.labels == labels(pod_uid="pod-1"))
+        finally:
+            c.close()
+    lines = said(caplog)
+    assert [level for level, _ in lines] == ["WARNING", "INFO"], lines
+    assert lines[0][1].startswith(f"storage full store=metriccache path={where} error=")
+    assert lines[1][1].startswith(f"storage writable again store=metriccache path={where} after=")
+
+
 @pytest.fixture
 def daemon_on_tmpfs(tmp_path):
     for disk in mounted_tmpfs(tmp_path / "state", "4m"):
