@@ -80,8 +80,9 @@ deletes its oldest history on disk, beyond the memory window, in small steps
 flush, as after any failed flush: nothing inside the memory window is lost; what ages out of it unwritten is
 (counted, and said when the state ends). The state ends at a flush that writes everything and finds room for the
 file to grow to ``max_bytes``, so a cache living at the edge of its filesystem does not flap in and out of it (and
-one whose filesystem is smaller than ``max_bytes`` stays full: lower it). A file that could not even be opened for lack of room (the agent started on a full disk) is opened once there
-is room: memory is written to it and the memory window loaded back, as a restart would.
+one whose filesystem is smaller than ``max_bytes`` stays full: lower it). A file that could not even be opened for
+lack of room (the agent started on a full disk) is opened once there is room: memory is written to it and the
+memory window loaded back, as a restart would.
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ class MetricCache:
     Disk problems never raise out of this class: an unreadable db at open is
     moved aside and replaced; a failing flush/trim/query is logged and the
     cache keeps serving from memory.  The agent must not die because its
-    metric history is damaged.  A full filesystem is a state of ``disk_full`` (the
-    agent's, shared with its other writers), not an error per flush.
+    metric history is damaged.  A full filesystem is a state of ``disk_full``
+    (the agent's, shared with its other writers), not an error per flush.
     """
 
     def __init__(

@@ -5,6 +5,7 @@ sample inside the memory window kept, written once there is space again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -118,8 +119,9 @@ def said(caplog) -> list[tuple[str, str]]:
             if r.name == "koordlet.base.diskfull" or r.levelno >= logging.WARNING]
 
 
-def stored(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path / 'metric-data' / 'metrics.db'}?mode=ro", uri=True)
+def stored(path: Path) -> contextlib.closing[sqlite3.Connection]:
+    """The metric cache's file, read-only, as another process would read it."""
+    return contextlib.closing(sqlite3.connect(f"file:{path / 'metric-data' / 'metrics.db'}?mode=ro", uri=True))
 
 
 def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_window(tmpfs, tmp_path, monkeypatch,
