@@ -105,8 +105,9 @@ CREATE INDEX IF NOT EXISTS rollups_end ON rollups (end_ms);
 POINT_TABLES = ("chunks", "head", "rollups")
 # sqlite's default SQLITE_MAX_VARIABLE_NUMBER was 999 before 3.32; stay below it.
 _IN_BATCH = 500
-#: Bytes of the WAL file kept after a checkpoint (``journal_size_limit``), as the room deletions need on a full
-#: filesystem; the file on disk is at most ``max_bytes`` plus this.
+#: Bytes of the WAL file kept after a checkpoint (``journal_size_limit``: sqlite cuts the file down to it at the
+#: first commit after the checkpoint), as the room deletions need on a full filesystem; the file on disk is at most
+#: ``max_bytes`` plus this, and plus a large transaction's WAL (a roll-up's, a trim's) until the next flush.
 WAL_KEEP = 1 << 20
 #: What a row costs besides its blobs (header, rowid, index entries), roughly.
 _ROW_OVERHEAD = 64

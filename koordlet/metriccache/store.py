@@ -575,6 +575,7 @@ class MetricCache:
             self._history = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False,
                                             timeout=5.0)
             self._history.execute("PRAGMA synchronous=NORMAL")
+            self._history.execute(f"PRAGMA journal_size_limit={disk.WAL_KEEP}").fetchall()   # per connection
             self._history.execute("PRAGMA cache_size=-512")        # KiB: it reads each chunk once, in order
         return self._history
 
