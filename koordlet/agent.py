@@ -228,7 +228,8 @@ class Agent:
         ctx.view = agent.nri_view
         if config.gate("AuditEvents") and persist:
             try:
-                agent.audit_log = AuditLog(config.audit_log_dir, config.audit_max_disk_space_mb, config.audit_verbose)
+                agent.audit_log = AuditLog(config.audit_log_dir, config.audit_max_disk_space_mb, config.audit_verbose,
+                                           disk_full=disk_full)
             except OSError as e:      # upstream exits too (klog.Fatalf) when it cannot make the directory
                 raise StartupError(f"audit-log-dir {config.audit_log_dir}: {e.strerror or e}") from None
         if config.reconcile_interval_seconds > 0 and running_as_root():

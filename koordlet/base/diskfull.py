@@ -1,8 +1,9 @@
 """A full disk as one state per store, not a stream of errors.
 
-The agent writes three things of its own to disk: the metric cache's history, the standalone report files and the
-prediction checkpoints. When a filesystem has no room left each of them keeps failing at its own pace (a flush every
-10 s, a report every minute, checkpoints every training step), and none of those failures is news after the first.
+The agent writes four things of its own to disk: the metric cache's history, the standalone report files, the
+prediction checkpoints and (gate AuditEvents) upstream's audit log. When a filesystem has no room left each of them
+keeps failing at its own pace (a flush every 10 s, a report every minute, checkpoints every training step, an audit
+event per kernel write), and none of those failures is news after the first.
 :class:`DiskFull` keeps, per store, whether its writes are failing for lack of space: the state is logged once when it
 begins (WARNING, with what the agent does meanwhile) and once when it ends (INFO, with how long it lasted), and the
 agent reads it for the ``koordlet_storage_full`` gauge and the body of ``/readyz``. Which errors mean "no space" is
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["CHECKPOINTS", "METRIC_CACHE", "REPORTS", "DiskFull", "free_bytes", "no_space"]
+__all__ = ["AUDIT", "CHECKPOINTS", "METRIC_CACHE", "REPORTS", "DiskFull", "free_bytes", "no_space"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 METRIC_CACHE = "metriccache"
 REPORTS = "reports"
 CHECKPOINTS = "checkpoints"
+AUDIT = "audit"
 
 _NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # sqlite's own "no space": SQLITE_FULL (any extended code), and SQLITE_IOERR_SHMSIZE, which is how a WAL database
@@ -75,7 +77,8 @@ class _Store:
 
 class DiskFull:
     """Which stores cannot be written for lack of space. Thread-safe: the housekeeping thread writes the metric
-    cache, the report loop the report files and the checkpoints, the HTTP server reads."""
+    cache, the report loop the report files and the checkpoints, the strategies and the evictions the audit log,
+    the HTTP server reads."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock

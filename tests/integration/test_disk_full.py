@@ -1,6 +1,6 @@
 """A full disk, on a real tmpfs of a few MiB that the test mounts, fills and frees: one state per store (the metric
-cache, the report files, the prediction checkpoints), a WARNING when it begins and an INFO when it ends and no other
-line, the ``koordlet_storage_full`` gauge and ``/readyz``'s body, the oldest history given up first, and every
+cache, the report files, the prediction checkpoints, the audit log), a WARNING when it begins and an INFO when it ends
+and no other line, the ``koordlet_storage_full`` gauge and ``/readyz``'s body, the oldest history given up first, and every
 sample inside the memory window kept, written once there is space again."""
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import pytest
 import yaml
 
 from doubles import fakenvml
-from koordlet.base.diskfull import CHECKPOINTS, METRIC_CACHE, REPORTS
+from koordlet.base.diskfull import AUDIT, CHECKPOINTS, METRIC_CACHE, REPORTS
 from koordlet.host.cgroup import CgroupVersion, Driver, KubeQOS
 from koordlet.metriccache import MetricCache, Sample, labels
 from koordlet.metriccache.history import oldest_ms
+from koordlet.ops.audit import Event
 from koordlet.ops.config import build
 from koordlet.prediction.server import TrainingSamples, Usage
 from tests.builders import pod_object
@@ -33,7 +34,7 @@ from tests.fakehost import CgroupValues, FakeHost
 from tests.integration.test_daemon import free_port, get
 from tests.waits import wait_for
 
-STORES = (METRIC_CACHE, REPORTS, CHECKPOINTS)
+STORES = (METRIC_CACHE, REPORTS, CHECKPOINTS, AUDIT)
 SERIES = 300
 WINDOW = 120.0          # the metric cache's memory window, seconds
 A = "a" * 64
@@ -91,8 +92,8 @@ def tmpfs(tmp_path):
 
 
 def agent_on(disk: Tmpfs, tmp_path: Path, monkeypatch):
-    """An agent (not started: the test runs its steps) whose metric cache, report files and checkpoints are all on
-    the tmpfs."""
+    """An agent (not started: the test runs its steps) whose metric cache, report files, checkpoints and audit log
+    are all on the tmpfs."""
     from koordlet.agent import Agent
     monkeypatch.setitem(sys.modules, "pynvml", fakenvml.absent())
     host = FakeHost(str(tmp_path / "h"), CgroupVersion.V2, Driver.SYSTEMD)
@@ -100,6 +101,7 @@ def agent_on(disk: Tmpfs, tmp_path: Path, monkeypatch):
         "standalone": True, "cgroup-root-dir": host.paths.cgroup_root, "sys-root-dir": host.paths.sys_root,
         "proc-root-dir": host.paths.proc_root, "tsdb-path": str(disk.path / "metric-data"),
         "prediction-checkpoint-filepath": str(disk.path / "checkpoints"), "report-dir": str(disk.path / "reports"),
+        "audit-log-dir": str(disk.path / "audit"), "feature-gates": {"AuditEvents": True},
         "metric-cache-memory-window": WINDOW, "tsdb-max-bytes": 3 << 20, "prediction-model-checkpoint-interval": 0,
         "enable-nri-runtime-hook": False})
     return Agent.build(cfg, persist=True, connect=False)
@@ -136,6 +138,12 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
         models.train(now, TrainingSamples(Usage(1.5, 3 << 30), ()))
         return models.checkpoint(now)
 
+    def audit() -> bool:
+        """Two events a page each (an append first fills what is left of the file's last page)."""
+        assert agent.audit_log is not None
+        return all([agent.audit_log.log(3, Event(time.time(), "node", reason="test", message="x" * 4096))
+                    for _ in range(2)])
+
     def gauges() -> dict[str, float | None]:
         agent._set_gauges()
         return {s: agent.metrics.registry.get_sample_value("koordlet_storage_full", {"node": "n1", "store": s})
@@ -147,7 +155,7 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
     cache.append(usage(start, 2, since=seeded))
     cache.flush()
     cache.trim()
-    assert files.send(stop) == "written" and checkpoint(start) == 7
+    assert files.send(stop) == "written" and checkpoint(start) == 7 and audit()
     with stored(tmpfs.path) as db:
         assert oldest_ms(db) == round(seeded * 1000)
     reports = {p.name: p.read_text() for p in (tmpfs.path / "reports").iterdir()}
@@ -164,6 +172,7 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
         tmpfs.fill()
         assert files.send(stop) == "no_space"
         assert checkpoint(time.time()) == 0
+        assert not audit()
         now = time.time()
         fresh = usage(now)
         appended += fresh
@@ -179,7 +188,7 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
             assert gauges() == dict.fromkeys(STORES, 1.0)
             body = agent.ready()[1]                    # not started: the loops do not run here
             assert body.startswith(f"not started; storage full: metriccache {tmpfs.path / 'metric-data'} for")
-            assert f"reports {tmpfs.path / 'reports'}" in body and f"checkpoints {tmpfs.path / 'checkpoints'}" in body
+            assert all(f"{s} {tmpfs.path / s}" in body for s in (REPORTS, CHECKPOINTS, AUDIT))
         if rounds % 4 == 3:
             cache.trim()
     # the files kept their last content whole, no temporary file was left behind
@@ -190,7 +199,7 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
     with stored(tmpfs.path) as db:
         assert oldest_ms(db) >= floors[0]
     full_lines = said(caplog)
-    assert [level for level, _ in full_lines] == ["WARNING"] * 3, full_lines
+    assert [level for level, _ in full_lines] == ["WARNING"] * 4, full_lines
     assert sorted(line.split()[2] for _, line in full_lines) == sorted(f"store={s}" for s in STORES)
 
     caplog.clear()
@@ -199,12 +208,12 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
     fresh = usage(end)
     appended += fresh
     cache.append(fresh)
-    assert files.send(stop) == "written" and checkpoint(end) == 7
+    assert files.send(stop) == "written" and checkpoint(end) == 7 and audit()
     cache.flush()
     assert gauges() == dict.fromkeys(STORES, 0.0)
     assert agent.ready()[1] == "not started"           # nothing about storage left (the loops are not running)
     back = said(caplog)
-    assert [level for level, _ in back] == ["INFO"] * 3, back
+    assert [level for level, _ in back] == ["INFO"] * 4, back
     assert sorted(line.split()[3] for _, line in back) == sorted(f"store={s}" for s in STORES)
     assert all("storage writable again" in line for _, line in back)
     assert "dropped_points=0" in next(line for _, line in back if f"store={METRIC_CACHE}" in line)

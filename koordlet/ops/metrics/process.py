@@ -67,7 +67,7 @@ class ProcessMetrics(Families):
         self.storage_full = self._own(
             Gauge, "koordlet_storage_full", "(koordlet-py) 1 while a store of the agent cannot be written for lack of "
             "space (ENOSPC, SQLITE_FULL): metriccache (the metric cache's history), reports (the standalone report "
-            "files), checkpoints (the prediction checkpoints)", ["node", "store"])
+            "files), checkpoints (the prediction checkpoints), audit (upstream's audit log)", ["node", "store"])
         register_process_collectors(self.internal)
         self.start_time.labels(self.node).set_to_current_time()
 
