@@ -1,7 +1,7 @@
 """A full disk, on a real tmpfs of a few MiB that the test mounts, fills and frees: one state per store (the metric
 cache, the report files, the prediction checkpoints, the audit log), a WARNING when it begins and an INFO when it ends
-and no other line, the ``koordlet_storage_full`` gauge and ``/readyz``'s body, the oldest history given up first, and every
-sample inside the memory window kept, written once there is space again."""
+and no other line, the ``koordlet_storage_full`` gauge and ``/readyz``'s body, the oldest history given up first,
+and every sample inside the memory window kept, written once there is space again."""
 
 from __future__ import annotations
 
@@ -141,8 +141,9 @@ def test_a_full_disk_is_one_state_per_store_and_loses_nothing_inside_the_memory_
     def audit() -> bool:
         """Two events a page each (an append first fills what is left of the file's last page)."""
         assert agent.audit_log is not None
-        return all([agent.audit_log.log(3, Event(time.time(), "node", reason="test", message="x" * 4096))
-                    for _ in range(2)])
+        written = [agent.audit_log.log(3, Event(time.time(), "node", reason="test", message="x" * 4096))
+                   for _ in range(2)]
+        return all(written)
 
     def gauges() -> dict[str, float | None]:
         agent._set_gauges()
