@@ -128,10 +128,8 @@ class DiskFull:
             return {name: state.since is not None for name, state in self._stores.items()}
 
     def summary(self) -> str:
-        """The full stores for ``/readyz`` and ``STATUS=``: ``storage full: metriccache /var/lib/koordlet/... for
-        42s``; empty when none is."""
-        now = self._clock()
+        """The full stores for ``/readyz`` and ``STATUS=``: ``storage full: metriccache (/var/lib/koordlet/...)``;
+        empty when none is. No duration: systemd is sent STATUS= whenever it changes."""
         with self._lock:
-            full = [f"{name} {state.path} for {now - state.since:.0f}s" for name, state in self._stores.items()
-                    if state.since is not None]
+            full = [f"{name} ({state.path})" for name, state in self._stores.items() if state.since is not None]
         return f"storage full: {', '.join(full)}" if full else ""

@@ -65,7 +65,7 @@ def test_one_warning_when_a_store_fills_one_info_when_it_is_written_again(caplog
     assert not full.failed(REPORTS, OSError(errno.EACCES, "Permission denied"))    # another error: the caller's
     assert full.states() == {METRIC_CACHE: True, REPORTS: False}
     assert full.is_full(METRIC_CACHE) and not full.is_full(REPORTS)
-    assert full.summary() == "storage full: metriccache /var/lib/koordlet/metric-data for 50s"
+    assert full.summary() == "storage full: metriccache (/var/lib/koordlet/metric-data)"
     full.wrote(REPORTS)                                  # writable all along: nothing to say
     full.wrote(METRIC_CACHE, " reclaimed_bytes=4096")
     full.wrote(METRIC_CACHE)
