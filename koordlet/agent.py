@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from koordlet import collectors, qos, reporters, services
+from koordlet.base.diskfull import DiskFull
 from koordlet.base.gcfreeze import FreezeAfterFullCollection
 from koordlet.base.logutil import LogOnce
 from koordlet.component import (
@@ -205,9 +206,11 @@ class Agent:
         except OSError as e:
             raise StartupError(f"cgroup-root-dir {config.cgroup_root_dir}: {e.strerror or e}") from None
         metrics = AgentMetrics(config.node_name)
+        disk_full = DiskFull()          # one state per store that has no room: the gauge and /readyz read it
         try:
             cache = MetricCache(config.tsdb_path if persist else None, retention=config.tsdb_retention_duration,
-                                memory_window=config.metric_cache_memory_window, max_bytes=config.tsdb_max_bytes)
+                                memory_window=config.metric_cache_memory_window, max_bytes=config.tsdb_max_bytes,
+                                disk_full=disk_full)
         except OSError as e:
             raise StartupError(f"tsdb-path {config.tsdb_path}: {e.strerror or e}") from None
         try:
@@ -235,13 +238,14 @@ class Agent:
             training_interval=config.prediction_training_interval,
             model_expiration=config.prediction_model_expiration_duration,
             checkpoint_interval=config.prediction_model_checkpoint_interval,
-            checkpoint_max_per_step=config.prediction_model_checkpoint_max_per_step), metrics)
-        ctx = Context(config, paths, cgroups, metrics, cache, node, prediction, persist=persist)
+            checkpoint_max_per_step=config.prediction_model_checkpoint_max_per_step), metrics, disk_full)
+        ctx = Context(config, paths, cgroups, metrics, cache, node, prediction, persist=persist, disk_full=disk_full)
         agent = cls(ctx)
         ctx.view = agent.nri_view
         if config.gate("AuditEvents") and persist:
             try:
-                agent.audit_log = AuditLog(config.audit_log_dir, config.audit_max_disk_space_mb, config.audit_verbose)
+                agent.audit_log = AuditLog(config.audit_log_dir, config.audit_max_disk_space_mb, config.audit_verbose,
+                                           disk_full=disk_full)
             except OSError as e:      # upstream exits too (klog.Fatalf) when it cannot make the directory
                 raise StartupError(f"audit-log-dir {config.audit_log_dir}: {e.strerror or e}") from None
         if config.reconcile_interval_seconds > 0 and running_as_root():
@@ -428,10 +432,11 @@ class Agent:
             log.info("agent stopped node=%s", cfg.node_name)
 
     def _set_gauges(self) -> None:
-        """The agent's own state gauges (pods known, series in memory) and the expiry of upstream's expiring
-        series, by the housekeeping loop."""
+        """The agent's own state gauges (pods known, series in memory, stores without room) and the expiry of
+        upstream's expiring series, by the housekeeping loop."""
         self.metrics.pods.labels(self.metrics.node, self.config.pod_source).set(len(self.informer.pods))
         self.metrics.metric_cache_series.labels(self.metrics.node).set(self.cache.series_count())
+        self.metrics.storage(self.ctx.disk_full.states())
         self.metrics.expire()
 
     def _set_cache_gauges(self) -> None:
@@ -534,9 +539,11 @@ class Agent:
         return assess(self.loops.states() if self.loops is not None else [], required)
 
     def ready(self) -> tuple[bool, str]:
-        """/readyz: pods synced and usage collected, each within its loop's deadline (not only once)."""
+        """/readyz: pods synced and usage collected, each within its loop's deadline (not only once). A store
+        without room is said in the body but does not make the agent unready: it still collects (the metric cache
+        keeps its memory window), enforces and serves; only what it writes to disk waits."""
         verdict = self.verdict()
-        return verdict.ready, verdict.readiness
+        return verdict.ready, self._with_storage(verdict.readiness)
 
     def health(self) -> tuple[bool, str]:
         """/healthz: no loop stuck past its deadline, none failing again and again."""
@@ -546,4 +553,9 @@ class Agent:
     def status(self, verdict: Verdict | None = None) -> str:
         """systemd's STATUS= line: the verdict and the pod count."""
         verdict = verdict or self.verdict()
-        return f"{verdict.status}; pods: {len(self.informer.pods)} ({self.config.pod_source})"
+        return self._with_storage(f"{verdict.status}; pods: {len(self.informer.pods)} ({self.config.pod_source})")
+
+    def _with_storage(self, text: str) -> str:
+        """``text``, then the stores that have no room, if any."""
+        full = self.ctx.disk_full.summary()
+        return f"{text}; {full}" if full else text

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from koordlet.base.diskfull import DiskFull
 from koordlet.base.logutil import LogOnce
 from koordlet.host.cgroup import Cgroups
 from koordlet.host.paths import HostPaths
@@ -62,6 +63,7 @@ class Context:
     view: Callable[[], NodeView | None] = lambda: None   # the latest NodeView (set by the agent)
     readings: CgroupReadings = field(default_factory=CgroupReadings)   # what the collectors read this second
     persist: bool = True                   # False for one-shot commands: touch no state on disk
+    disk_full: DiskFull = field(default_factory=DiskFull)   # which of the agent's stores have no room (shared)
 
 
 class StartupError(RuntimeError):

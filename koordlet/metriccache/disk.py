@@ -10,7 +10,12 @@ tiers, are in the store's module docstring; ageing the file's history is :mod:`k
   once their block is sealed) and ``rollups`` (per-minute summaries of what is older than the memory window,
   :mod:`koordlet.metriccache.rollup`). A point is in exactly one of them: every move between them is one
   transaction.
-* **Flush** (:func:`write`): the chunks sealed since the last flush and the heads' new points, one transaction.
+* **Flush** (:func:`write`): the chunks sealed since the last flush and the heads' new points, one transaction;
+  then :func:`checkpoint` copies it into the file, so the WAL holds nothing the file lacks between flushes.
+* **The WAL file is kept** (up to :data:`WAL_KEEP` bytes) rather than truncated after a checkpoint: the next
+  transaction overwrites it from the start, so a filesystem that has no room left still has the WAL's for the small
+  deletions that make room (:func:`koordlet.metriccache.history.reclaim`). sqlite cannot delete without writing the
+  WAL first, and a WAL truncated to nothing on a full filesystem would leave it no way to shrink the file.
 * **Damage** never raises out of here except at open: :func:`open_db` moves a file it cannot read aside
   (``metrics.db.corrupt-<unix ts>``) and starts a fresh one, or leaves the cache memory-only; a chunk or rollup
   that does not decode is deleted and costs only its own points (logged); a failing query is logged and answers
@@ -35,9 +40,12 @@ from koordlet.metriccache.series import MS_MIN, Series, take, to_ms
 
 __all__ = [
     "POINT_TABLES",
+    "WAL_KEEP",
     "Loaded",
+    "checkpoint",
     "drop_unused_tscols",
     "incremental_vacuum",
+    "load",
     "lookup",
     "matching_series",
     "open_db",
@@ -45,6 +53,7 @@ __all__ = [
     "query_rollups",
     "rollback",
     "write",
+    "write_size",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,6 +105,12 @@ CREATE INDEX IF NOT EXISTS rollups_end ON rollups (end_ms);
 POINT_TABLES = ("chunks", "head", "rollups")
 # sqlite's default SQLITE_MAX_VARIABLE_NUMBER was 999 before 3.32; stay below it.
 _IN_BATCH = 500
+#: Bytes of the WAL file kept after a checkpoint (``journal_size_limit``: sqlite cuts the file down to it at the
+#: first commit after the checkpoint), as the room deletions need on a full filesystem; the file on disk is at most
+#: ``max_bytes`` plus this, and plus a large transaction's WAL (a roll-up's, a trim's) until the next flush.
+WAL_KEEP = 1 << 20
+#: What a row costs besides its blobs (header, rowid, index entries), roughly.
+_ROW_OVERHEAD = 64
 
 
 def _labels_json(lb: Labels) -> str:
@@ -112,6 +127,13 @@ def incremental_vacuum(conn: sqlite3.Connection) -> None:
     outside an explicit transaction (executescript commits first).
     """
     conn.executescript("PRAGMA incremental_vacuum")
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the file and let the next transaction write the WAL from its start (RESTART: the file keeps
+    its allocation, up to :data:`WAL_KEEP`). Outside a transaction; a reader still at an older snapshot makes it
+    give up for now (sqlite reports busy, not an error)."""
+    conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
 def rollback(conn: sqlite3.Connection | None) -> None:
@@ -141,13 +163,14 @@ class Loaded:
     floor_ms: int = MS_MIN
 
 
-def open_db(directory: str, clock: Callable[[], float], window: float
+def open_db(directory: str, clock: Callable[[], float], window: float, no_room: Callable[[BaseException], bool]
             ) -> tuple[str | None, sqlite3.Connection | None, Loaded]:
     """Open (or create) ``<directory>/metrics.db`` and load the last ``window`` seconds (before ``clock()``) from
     it: (the file's path, its connection, what was loaded); the connection is None when the cache runs memory-only.
 
     A damaged file is moved aside (``metrics.db.corrupt-<unix ts>``) and a fresh one created; if even that fails the
-    cache runs memory-only.
+    cache runs memory-only. ``no_room(error)``: whether an error is the filesystem having no room, which the caller
+    keeps as its full state (not logged here; it opens the file again once there is room).
     """
     try:
         created = not os.path.isdir(directory)
@@ -155,15 +178,17 @@ def open_db(directory: str, clock: Callable[[], float], window: float
         if created:
             os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
     except OSError as e:
-        log.error("metric cache directory unusable path=%s error=%s; running memory-only", directory, e)
+        if not no_room(e):
+            log.error("metric cache directory unusable path=%s error=%s; running memory-only", directory, e)
         return None, None, Loaded()
     db_path = os.path.join(directory, _DB_FILE)
     try:
         return (db_path, *_connect_and_load(db_path, clock, window))
     except sqlite3.OperationalError as e:
-        # Locked by another process, unopenable, I/O error: the file may
-        # well be healthy, so don't move it aside; run without history.
-        log.error("metric cache db cannot be opened path=%s error=%s; running memory-only", db_path, e)
+        # Locked by another process, unopenable, I/O error, no room: the
+        # file may well be healthy, so don't move it aside; run without history.
+        if not no_room(e):
+            log.error("metric cache db cannot be opened path=%s error=%s; running memory-only", db_path, e)
         return db_path, None, Loaded()
     except (sqlite3.Error, ValueError, TypeError, KeyError, OverflowError) as e:
         error = e
@@ -193,7 +218,8 @@ def _connect_and_load(db_path: str, clock: Callable[[], float], window: float) -
 
     * WAL + ``synchronous=NORMAL``: commits don't fsync (only checkpoints
       do); a power cut can lose the last flush but never corrupts the file,
-      which is the right trade for advisory metrics.
+      which is the right trade for advisory metrics. ``journal_size_limit``:
+      the WAL file kept after a checkpoint (:data:`WAL_KEEP`).
     * ``auto_vacuum=INCREMENTAL`` (must be set before the first table is
       created): lets :func:`koordlet.metriccache.history.trim` hand freed pages back to the filesystem
       so ``max_bytes`` bounds the real file size.
@@ -204,6 +230,7 @@ def _connect_and_load(db_path: str, clock: Callable[[], float], window: float) -
     try:
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP}").fetchall()
         conn.execute("PRAGMA synchronous=NORMAL")
         check = conn.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
@@ -217,14 +244,14 @@ def _connect_and_load(db_path: str, clock: Callable[[], float], window: float) -
             raise sqlite3.DatabaseError(f"unsupported schema version {version}")
         conn.executescript(_SCHEMA)
         conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-        loaded = _load(conn, db_path, clock, window)
+        loaded = load(conn, db_path, clock, window)
     except BaseException:
         conn.close()
         raise
     return conn, loaded
 
 
-def _load(conn: sqlite3.Connection, db_path: str, clock: Callable[[], float], window: float) -> Loaded:
+def load(conn: sqlite3.Connection, db_path: str, clock: Callable[[], float], window: float) -> Loaded:
     """Every on-disk point newer than ``clock() - window``, as memory series: chunks as they are (each decoded once
     to check it), head rows into the head.
 
@@ -419,6 +446,23 @@ def query_rollups(conn: sqlite3.Connection, db_path: str | None, ids: dict[int, 
 
 
 # ----------------------------------------------------------------- write
+
+
+def write_size(pending: Iterable[Series]) -> int:
+    """About how many bytes :func:`write` puts into the file for ``pending``: the new chunks' blobs (a timestamp
+    column shared by many series counted once), 16 bytes a head point, and each row's overhead."""
+    total = 0
+    seen: set[int] = set()
+    for ser in pending:
+        for i in range(ser.c_flushed, len(ser.c_n)):
+            total += len(ser.c_vals[i]) + _ROW_OVERHEAD
+            if id(ser.c_ts[i]) not in seen:
+                seen.add(id(ser.c_ts[i]))
+                total += len(ser.c_ts[i]) + _ROW_OVERHEAD
+        head = len(ser.ts) - (0 if ser.rewrite else ser.flushed)
+        if head > 0:
+            total += 16 * head + _ROW_OVERHEAD
+    return total
 
 
 def write(conn: sqlite3.Connection, pending: Iterable[Series]) -> list[tuple[Series, int]]:

@@ -7,6 +7,8 @@ and how far back it reaches.
   It runs on a connection of its own, outside the cache's lock.
 * **Trim** (:func:`trim`): retention, then ``max_bytes`` (the oldest history, at one cut for every series, so "the
   cache holds N hours" is true of each), then series rows nothing refers to; freed pages go back to the filesystem.
+* **Reclaim** (:func:`reclaim`): on a full filesystem, the oldest history beyond the memory window, in steps small
+  enough to be written where the filesystem has no room left.
 * **Measure** (:func:`size`, :func:`oldest_ms`): what the file weighs and how far back it reaches, from which the
   cache estimates the history ``max_bytes`` holds.
 """
@@ -19,12 +21,13 @@ import sqlite3
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 
+from koordlet.base.diskfull import no_space
 from koordlet.metriccache import rollup, rollup_codec
 from koordlet.metriccache.chunk import decode_ts, decode_vals
-from koordlet.metriccache.disk import POINT_TABLES, drop_unused_tscols, incremental_vacuum, rollback
+from koordlet.metriccache.disk import POINT_TABLES, checkpoint, drop_unused_tscols, incremental_vacuum, rollback
 from koordlet.metriccache.series import Series
 
-__all__ = ["ROLLUP_MS", "oldest_ms", "roll_up", "size", "trim"]
+__all__ = ["ROLLUP_MS", "oldest_ms", "reclaim", "roll_up", "size", "trim"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,10 @@ _ROW_BYTES = {"chunks": "length(vals) + 80", "head": "length(ts) + length(vals) 
 ROLLUP_MS = 600_000
 #: Series rolled up per transaction (bounds what one roll-up step holds decoded: ~64 x 600 points).
 _ROLLUP_BATCH = 64
+#: Rows (and free pages) one reclaim step deletes (hands back) at first and at most: halved after a step that found
+#: no room, doubled after one that did.
+_RECLAIM_ROWS = 64
+_RECLAIM_MAX_ROWS = 4096
 
 
 def _rollup_rows(sid: int, ts: array[int], vals: array[float]) -> Iterator[tuple[int, int, int, int, bytes]]:
@@ -62,10 +69,10 @@ def roll_up(connect: Callable[[], sqlite3.Connection], db_path: str | None, hori
     Runs outside the cache's lock on the connection ``connect`` gives (the roll-up's own): summarising is CPU work
     (~20 µs a minute of a series), and each transaction swaps a series' chunks for their rollups at once, so a query
     sees one or the other. A chunk that does not decode is deleted (logged) and costs only its own points; a sqlite
-    failure is logged and the rest waits for the next trim."""
-    conn = None
+    failure rolls back the batch at hand and is raised (the batches done stay done; the rest waits for the next
+    trim)."""
+    conn = connect()
     try:
-        conn = connect()
         sids = [r[0] for r in conn.execute("SELECT DISTINCT series_id FROM chunks WHERE end_ms < ?", (horizon,))]
         for i in range(0, len(sids), _ROLLUP_BATCH):
             batch = sids[i : i + _ROLLUP_BATCH]
@@ -95,10 +102,9 @@ def roll_up(connect: Callable[[], sqlite3.Connection], db_path: str | None, hori
             conn.execute("BEGIN")
             drop_unused_tscols(conn)
             conn.execute("COMMIT")
-    except sqlite3.Error as e:
-        if conn is not None and conn.in_transaction:
-            conn.execute("ROLLBACK")
-        log.error("metric cache roll-up failed path=%s error=%s; will retry", db_path, e)
+    except sqlite3.Error:
+        rollback(conn)
+        raise
 
 
 # ------------------------------------------------------------------ trim
@@ -107,7 +113,7 @@ def roll_up(connect: Callable[[], sqlite3.Connection], db_path: str | None, hori
 def trim(conn: sqlite3.Connection, db_path: str | None, oldest: int, max_bytes: int, in_memory: Iterable[Series]
          ) -> bool:
     """Retention (rows ending before ``oldest``), ``max_bytes`` (whether it had to delete), series rows nothing
-    refers to (``in_memory`` keep theirs), WAL checkpoint. A sqlite failure is logged (False)."""
+    refers to (``in_memory`` keep theirs). A sqlite failure rolls back the step at hand and is raised."""
     try:
         conn.execute("BEGIN")
         for table in POINT_TABLES:
@@ -117,12 +123,58 @@ def trim(conn: sqlite3.Connection, db_path: str | None, oldest: int, max_bytes: 
         incremental_vacuum(conn)
         full = _enforce_max_bytes(conn, db_path, max_bytes)
         _drop_orphan_series(conn, in_memory)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    except sqlite3.Error as e:
+    except sqlite3.Error:
         rollback(conn)
-        log.error("metric cache disk trim failed path=%s error=%s", db_path, e)
-        return False
+        raise
     return full
+
+
+def reclaim(conn: sqlite3.Connection, before_ms: int, goal: int) -> int:
+    """Make room on a full filesystem: delete the oldest history, the rows that end before ``before_ms`` (the
+    memory window's start, so every point memory holds keeps its copy on disk), oldest first whatever their table,
+    until the file is ``goal`` bytes smaller or nothing that old is left; returns by how much it shrank.
+
+    sqlite writes every change to the WAL before the file, so where the filesystem has not a byte left a deletion
+    can only use the WAL file's kept allocation (:data:`koordlet.metriccache.disk.WAL_KEEP`): each step deletes a
+    few rows, hands a few free pages back (incremental vacuum) and checkpoints, which rewinds the WAL and shrinks the
+    file. A step that finds no room is retried at half the size, and at none it gives up (the next flush tries
+    again); any other sqlite failure is raised."""
+    start = size(conn)
+    step = _RECLAIM_ROWS
+    while step and start - size(conn) < goal:
+        batch = _oldest_before(conn, before_ms, step)
+        if not batch and not conn.execute("PRAGMA freelist_count").fetchone()[0]:
+            break
+        before = size(conn)
+        try:
+            checkpoint(conn)
+            conn.execute("BEGIN")
+            for table in POINT_TABLES:
+                conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r,) for t, r in batch if t == table])
+            drop_unused_tscols(conn)
+            conn.execute("COMMIT")
+            checkpoint(conn)
+            conn.executescript(f"PRAGMA incremental_vacuum({step})")
+            checkpoint(conn)
+        except sqlite3.Error as e:
+            rollback(conn)
+            if not no_space(e):
+                raise
+            step //= 2
+            continue
+        if not batch and size(conn) >= before:
+            break                          # free pages the vacuum cannot hand back: nothing more to gain
+        step = min(2 * step, _RECLAIM_MAX_ROWS)
+    return start - size(conn)
+
+
+def _oldest_before(conn: sqlite3.Connection, before_ms: int, limit: int) -> list[tuple[str, int]]:
+    """(table, rowid) of the ``limit`` point rows that end first, of those ending before ``before_ms``."""
+    rows: list[tuple[int, str, int]] = []
+    for table in POINT_TABLES:
+        rows += [(end, table, rowid) for rowid, end in conn.execute(
+            f"SELECT rowid, end_ms FROM {table} WHERE end_ms < ? ORDER BY end_ms LIMIT ?", (before_ms, limit))]
+    return [(table, rowid) for _, table, rowid in sorted(rows)[:limit]]
 
 
 def size(conn: sqlite3.Connection) -> int:

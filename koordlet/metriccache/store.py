@@ -71,6 +71,18 @@ stayed in memory for the whole window, and every series ever written kept a
   below which disk serves it: no point is lost or returned twice.
 * without a disk (no path, or the db unusable) eviction drops the oldest idle
   series' data: the cap is worth more than a deleted pod's history.
+
+**A full filesystem** is one state (:class:`koordlet.base.diskfull.DiskFull`, store ``metriccache``), logged when it
+begins and when it ends. A flush first checks that the filesystem has room for it (:data:`_SPARE` plus twice what it
+writes: its pages go to the WAL, then into the file); when it has not, or sqlite says the disk is full, the cache
+deletes its oldest history on disk, beyond the memory window, in small steps
+(:func:`koordlet.metriccache.history.reclaim`), and writes what then fits. The rest waits in memory for the next
+flush, as after any failed flush: nothing inside the memory window is lost; what ages out of it unwritten is
+(counted, and said when the state ends). The state ends at a flush that writes everything and finds room for the
+file to grow to ``max_bytes``, so a cache living at the edge of its filesystem does not flap in and out of it (and
+one whose filesystem is smaller than ``max_bytes`` stays full: lower it). A file that could not even be opened for
+lack of room (the agent started on a full disk) is opened once there is room: memory is written to it and the
+memory window loaded back, as a restart would.
 """
 
 from __future__ import annotations
@@ -85,6 +97,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 
+from koordlet.base.diskfull import METRIC_CACHE, DiskFull, free_bytes
 from koordlet.metriccache import disk, history
 from koordlet.metriccache.aggregate import AggregateResult
 from koordlet.metriccache.history import ROLLUP_MS
@@ -109,6 +122,9 @@ MAX_SERIES = 10_000
 _IDLE = 30.0
 #: Seconds of history written after the first measurement before the first estimate of what ``max_bytes`` holds.
 ESTIMATE_AFTER = 600.0
+#: Free space a flush leaves on the filesystem besides its own (module docstring): what the report files and the
+#: prediction checkpoints beside the cache rewrite.
+_SPARE = 256 << 10
 
 
 class MetricCache:
@@ -123,7 +139,8 @@ class MetricCache:
     Disk problems never raise out of this class: an unreadable db at open is
     moved aside and replaced; a failing flush/trim/query is logged and the
     cache keeps serving from memory.  The agent must not die because its
-    metric history is damaged.
+    metric history is damaged.  A full filesystem is a state of ``disk_full``
+    (the agent's, shared with its other writers), not an error per flush.
     """
 
     def __init__(
@@ -135,6 +152,7 @@ class MetricCache:
         max_bytes: int = 100 * 2**20,
         max_series: int = MAX_SERIES,
         clock: Callable[[], float] = time.time,
+        disk_full: DiskFull | None = None,
     ) -> None:
         if retention <= 0 or memory_window <= 0:
             raise ValueError(
@@ -148,6 +166,10 @@ class MetricCache:
         self._memory_window = float(memory_window)
         self._max_bytes = int(max_bytes)
         self._clock = clock
+        self._disk_full = disk_full or DiskFull()
+        # while the filesystem is full: history bytes deleted to make room, points that aged out of memory unwritten
+        self._reclaimed = 0
+        self._dropped = 0
         self._lock = threading.Lock()
         self._closed = False
         # (name, labels) -> series: the one dict the hot path touches.
@@ -174,16 +196,62 @@ class MetricCache:
         # and its transactions are isolated from the queries on _conn
         self._history: sqlite3.Connection | None = None
         self._db_path: str | None = None
+        self._dir = "" if path is None else os.fspath(path)
         if path is not None:
-            window = min(self._memory_window, self._retention)
-            self._db_path, self._conn, loaded = disk.open_db(os.fspath(path), clock, window)
-            for name, keys in loaded.keysets.items():
-                self._keysets.setdefault(name, set()).update(keys)
-            for ser in loaded.series:
-                self._register(ser)
-            self._floor_ms = loaded.floor_ms
+            self._disk_full.watch(METRIC_CACHE, self._dir, "the memory window stays in memory and the oldest "
+                                  "history on disk makes room; writing resumes by itself when there is space")
+            self._db_path, self._conn, loaded = disk.open_db(self._dir, clock, self._window(), self._no_room)
+            self._take(loaded)
 
     # ------------------------------------------------------------------ open
+
+    def _window(self) -> float:
+        """Seconds of points memory holds (the memory window, unless the retention is shorter)."""
+        return min(self._memory_window, self._retention)
+
+    def _no_room(self, error: BaseException) -> bool:
+        return self._disk_full.failed(METRIC_CACHE, error)
+
+    def _take(self, loaded: disk.Loaded) -> None:
+        """Memory as opening the file left it: its series' label key sets, the memory window's series, the floor."""
+        for name, keys in loaded.keysets.items():
+            self._keysets.setdefault(name, set()).update(keys)
+        for ser in loaded.series:
+            self._register(ser)
+        self._floor_ms = loaded.floor_ms
+
+    def _waiting_for_room(self) -> bool:
+        """The file could not be opened for lack of room: the cache runs from memory and opens it once there is
+        room (:meth:`_open_later`)."""
+        return self._conn is None and bool(self._dir) and not self._closed \
+            and self._disk_full.is_full(METRIC_CACHE)
+
+    def _open_later(self) -> bool:
+        """Open the file that had no room when the cache started, now that it may have: write what memory holds,
+        then load the memory window back from it, as a restart would, so the cache is what it would have been had
+        the disk had room all along. False while there is still too little."""
+        everything = list(self._series.values())
+        need = _SPARE + 2 * disk.write_size(everything)
+        free = free_bytes(self._dir)
+        if free is not None and free < need:
+            return False
+        db_path, conn, _ = disk.open_db(self._dir, self._clock, 0.0, self._no_room)
+        if conn is None or db_path is None:
+            return False
+        try:
+            disk.write(conn, everything)
+            disk.checkpoint(conn)
+            loaded = disk.load(conn, db_path, self._clock, self._window())
+        except sqlite3.Error as e:
+            disk.rollback(conn)
+            conn.close()
+            self._failed("open", e)
+            return False
+        self._series, self._by_name, self._evicted_until = {}, {}, {}
+        self._db_path, self._conn = db_path, conn
+        self._take(loaded)
+        self._end_full(need)
+        return True
 
     def _new_series(self, name: str, lb: Labels) -> Series:
         ser = Series(name, lb, None)
@@ -364,27 +432,86 @@ class MetricCache:
                     ser.seal(before, shared, persistent)
 
     def _flush_locked(self) -> bool:
+        """Write what memory holds that sqlite lacks; whether all of it is written (a full filesystem may let only
+        part of it, or none, be written: the rest waits for the next flush)."""
         conn = self._conn
         if conn is None:
-            return True
+            return self._open_later() if self._waiting_for_room() else True
         pending = [s for s in self._series.values()
                    if s.flushed < len(s.ts) or s.c_flushed < len(s.c_n) or s.rewrite]
-        if not pending:
-            return True
+        need = _SPARE + 2 * disk.write_size(pending)
+        fits = self._fitting(pending, need)
+        if fits:
+            try:
+                new_ids = disk.write(conn, fits)
+            except sqlite3.Error as e:
+                disk.rollback(conn)
+                self._failed("flush", e)
+                if self._disk_full.is_full(METRIC_CACHE):
+                    self._reclaim(2 * need)        # for the next flush
+                return False
+            for ser, sid in new_ids:
+                ser.sid = sid
+            for ser in fits:
+                ser.flushed = len(ser.ts)
+                ser.c_flushed = len(ser.c_n)
+                ser.rewrite = False
         try:
-            new_ids = disk.write(conn, pending)
+            disk.checkpoint(conn)
+            if self._disk_full.is_full(METRIC_CACHE) and len(fits) == len(pending):
+                self._end_full(need)
         except sqlite3.Error as e:
-            disk.rollback(conn)
-            log.error("metric cache flush failed path=%s series=%d error=%s; will retry", self._db_path,
-                      len(pending), e)
-            return False
-        for ser, sid in new_ids:
-            ser.sid = sid
+            self._failed("checkpoint", e)
+        return len(fits) == len(pending)
+
+    def _fitting(self, pending: list[Series], need: int) -> list[Series]:
+        """The pending series a flush can write: all of them while the filesystem has ``need`` bytes free. Short of
+        that the cache is full (logged once): it reclaims its oldest history to make twice that room, and if that
+        left too little, only the series whose points fit in what is free go now."""
+        free = free_bytes(self._dir)
+        if free is None or free >= need:
+            return pending
+        self._disk_full.begin(METRIC_CACHE, f"free={free} need={need}")
+        self._reclaim(2 * need - free)
+        free = free_bytes(self._dir)
+        if free is None or free >= need:
+            return pending
+        budget = (free - _SPARE) // 2
+        fits = []
         for ser in pending:
-            ser.flushed = len(ser.ts)
-            ser.c_flushed = len(ser.c_n)
-            ser.rewrite = False
-        return True
+            budget -= disk.write_size((ser,))
+            if budget < 0:
+                break
+            fits.append(ser)
+        return fits
+
+    def _reclaim(self, goal: int) -> None:
+        """Delete about ``goal`` bytes of the oldest history beyond the memory window (a full filesystem)."""
+        assert self._conn is not None
+        try:
+            freed = history.reclaim(self._conn, self._floor_ms, goal)
+        except sqlite3.Error as e:
+            self._failed("reclaim", e)
+            return
+        if freed:
+            self._reclaimed += freed
+            log.debug("metric cache reclaimed history path=%s bytes=%d goal=%d", self._db_path, freed, goal)
+
+    def _end_full(self, need: int) -> None:
+        """The full state ends once the filesystem has room for a flush and for the file to grow to ``max_bytes``:
+        what reclaiming frees shrinks the file by as much, so only room made by others (or a larger filesystem)
+        ends it, and a cache living at the edge of its filesystem does not go in and out of the state at every
+        reclaim."""
+        assert self._conn is not None
+        free = free_bytes(self._dir)
+        if free is not None and free >= need + max(0, self._max_bytes - history.size(self._conn)):
+            self._disk_full.wrote(METRIC_CACHE, f" reclaimed_bytes={self._reclaimed} dropped_points={self._dropped}")
+            self._reclaimed = self._dropped = 0
+
+    def _failed(self, step: str, e: sqlite3.Error) -> None:
+        """A disk step failed: part of the full state when the filesystem has no room (silent), else logged."""
+        if not self._disk_full.failed(METRIC_CACHE, e):
+            log.error("metric cache %s failed path=%s error=%s; will retry", step, self._db_path, e)
 
     def trim(self) -> None:
         """Age data out of memory and disk and enforce ``max_bytes``.
@@ -398,12 +525,13 @@ class MetricCache:
         self._seal()
         with self._lock:
             now = self._clock()
-            cutoff = to_ms(now - min(self._memory_window, self._retention))
-            persisted = self._flush_locked() if self._conn is not None else False
+            cutoff = to_ms(now - self._window())
+            persisted = self._flush_locked()
+            waiting = self._waiting_for_room()
             lost = 0
             for ser in list(self._series.values()):
                 dropped = ser.drop_before(cutoff)
-                if self._conn is not None:
+                if self._conn is not None or waiting:
                     # only when flushing failed: points forgotten that were never written are gone for good — we
                     # trade history for RSS
                     lost += dropped
@@ -413,22 +541,33 @@ class MetricCache:
                 self._floor_ms = cutoff
             if persisted or self._conn is None:
                 self._evict_locked()
-            if lost:
+            if lost and (waiting or self._disk_full.is_full(METRIC_CACHE)):
+                self._dropped += lost              # said when the full state ends
+            elif lost:
                 log.warning("metric cache dropped unpersisted points path=%s points=%d", self._db_path, lost)
-            full = history.trim(self._conn, self._db_path, to_ms(now - self._retention), self._max_bytes,
-                                self._series.values()) if self._conn is not None else False
+            full = False
+            if self._conn is not None:
+                try:
+                    full = history.trim(self._conn, self._db_path, to_ms(now - self._retention), self._max_bytes,
+                                        self._series.values())
+                except sqlite3.Error as e:
+                    self._failed("disk trim", e)
         if self._conn is not None:
             horizon = to_ms(now - self._memory_window) // ROLLUP_MS * ROLLUP_MS
-            history.roll_up(self._history_conn, self._db_path, horizon)
+            try:
+                history.roll_up(self._history_conn, self._db_path, horizon)
+            except sqlite3.Error as e:
+                self._failed("roll-up", e)
             # measured after the roll-up, when the raw part on disk is at its smallest each time: measured before
             # it, the raw part's ten-minute sawtooth (a few MiB at 500 containers) swamps the rollups' growth
             with self._lock:
                 if self._conn is not None:
                     try:
                         disk.incremental_vacuum(self._conn)
+                        disk.checkpoint(self._conn)
                         self._measure_history(now, full)
                     except sqlite3.Error as e:
-                        log.error("metric cache history measure failed path=%s error=%s", self._db_path, e)
+                        self._failed("history measure", e)
 
     def _history_conn(self) -> sqlite3.Connection:
         if self._history is None:
@@ -436,6 +575,7 @@ class MetricCache:
             self._history = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False,
                                             timeout=5.0)
             self._history.execute("PRAGMA synchronous=NORMAL")
+            self._history.execute(f"PRAGMA journal_size_limit={disk.WAL_KEEP}").fetchall()   # per connection
             self._history.execute("PRAGMA cache_size=-512")        # KiB: it reads each chunk once, in order
         return self._history
 
@@ -506,13 +646,13 @@ class MetricCache:
         with self._lock:
             if self._closed:
                 return
+            self._flush_locked()           # also opens a file that waited for room, if there is some now
             self._closed = True
             if self._conn is not None:
-                self._flush_locked()
                 try:
                     self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
                 except sqlite3.Error as e:
-                    log.error("metric cache checkpoint at close failed path=%s error=%s", self._db_path, e)
+                    self._failed("checkpoint at close", e)
                 self._conn.close()
                 self._conn = None
             if self._history is not None:

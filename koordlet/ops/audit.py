@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
+from koordlet.base.diskfull import AUDIT, DiskFull
+
 log = logging.getLogger(__name__)
 
 MAX_FILE_SIZE = 1 << 21          # 2 MiB: upstream's MaxFileSize
@@ -163,6 +165,7 @@ class AuditLog:
     verbose: int = 3
     max_file_size: int = MAX_FILE_SIZE
     clock: Callable[[], float] = time.time
+    disk_full: DiskFull = field(default_factory=DiskFull)     # the agent's, shared with its other writers
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _fd: int | None = field(default=None, init=False)
     _size: int = field(default=0, init=False)
@@ -172,6 +175,7 @@ class AuditLog:
             raise ValueError(f"audit-max-disk-space-mb must be above 0, got {self.max_disk_mb}")
         os.makedirs(self.directory, DIR_MODE, exist_ok=True)
         os.chmod(self.directory, DIR_MODE)
+        self.disk_full.watch(AUDIT, self.directory, "audit events are not recorded until there is space")
 
     @property
     def max_files(self) -> int:
@@ -179,8 +183,9 @@ class AuditLog:
         return self.max_disk_mb * (1 << 20) // MAX_FILE_SIZE
 
     def log(self, verbose: int, event: Event) -> bool:
-        """Append ``event`` unless its verbosity is above the log's; True when written. An OSError (disk full) is
-        logged by the caller's LogOnce, never raised into a strategy: here it is returned as False."""
+        """Append ``event`` unless its verbosity is above the log's; True when written. An OSError is logged and
+        returned as False, never raised into a strategy; a full filesystem is the ``audit`` state of
+        ``disk_full`` instead, logged when it begins and ends."""
         if self.verbose > 0 and verbose > self.verbose:
             return False
         line = json.dumps(event.to_json(), separators=(",", ":")).encode() + b"\n"
@@ -194,8 +199,10 @@ class AuditLog:
                 if self._size >= self.max_file_size:
                     self._rotate()
             except OSError as e:
-                log.warning("audit log write failed dir=%s error=%s", self.directory, e)
+                if not self.disk_full.failed(AUDIT, e):
+                    log.warning("audit log write failed dir=%s error=%s", self.directory, e)
                 return False
+        self.disk_full.wrote(AUDIT)
         return True
 
     def close(self) -> None:

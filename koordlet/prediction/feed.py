@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from koordlet.base.diskfull import DiskFull
 from koordlet.metriccache import EmptyError, MetricCache
 from koordlet.prediction.reclaimable import MIN_PREDICTOR, PodRequest, ReclaimPrediction, predict_each
 from koordlet.prediction.server import PeakPredictServer, PodUsage, PredictionConfig, Resources, TrainingSamples, Usage
@@ -55,11 +56,12 @@ def pod_request(meta: PodMeta) -> PodRequest:
 class Prediction:
     """The predictor with its training schedule; ``step`` is called often, it trains when one is due."""
 
-    def __init__(self, cache: MetricCache, config: PredictionConfig, metrics: AgentMetrics | None = None) -> None:
+    def __init__(self, cache: MetricCache, config: PredictionConfig, metrics: AgentMetrics | None = None,
+                 disk_full: DiskFull | None = None) -> None:
         self._cache = cache
         self._metrics = metrics
         self.config = config
-        self.server = PeakPredictServer(config)
+        self.server = PeakPredictServer(config, disk_full)
         self._restored = False
         self._last_train = float("-inf")
         self._lock = threading.Lock()

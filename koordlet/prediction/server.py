@@ -16,11 +16,15 @@ Differences from upstream, on purpose:
 * a checkpoint stores the model's own last-update time (upstream stores the time of the checkpoint), so the
   expiry of a restored model counts from its last real sample;
 * a checkpoint file that does not parse, or whose histograms do not fit the buckets, is dropped whole with one
-  log line (upstream keeps a model with an empty histogram for the latter).
+  log line (upstream keeps a model with an empty histogram for the latter);
+* a filesystem without room is one state (the ``checkpoints`` store of the agent's
+  :class:`koordlet.base.diskfull.DiskFull`), logged when it begins and ends, not a line per model; the last
+  checkpoints stay whole (a half-written ``.tmp`` is removed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordlet.base import wire
+from koordlet.base.diskfull import CHECKPOINTS, DiskFull
 from koordlet.prediction.histogram import (
     GO_ZERO_TIME,
     DecayingHistogram,
@@ -126,11 +131,15 @@ class PeakPredictServer:
     """Keeps the models; safe to call from the training loop and the reporter at once (one lock, held only
     for in-memory work; file I/O happens outside it)."""
 
-    def __init__(self, config: PredictionConfig = PredictionConfig()) -> None:
+    def __init__(self, config: PredictionConfig = PredictionConfig(), disk_full: DiskFull | None = None) -> None:
         self.config = config
         self._models: dict[str, _Model] = {}
         self._lock = threading.Lock()
         self._synced = False
+        self._disk_full = disk_full or DiskFull()
+        if config.checkpoint_dir is not None:
+            self._disk_full.watch(CHECKPOINTS, config.checkpoint_dir, "the models live on in memory and are saved "
+                                  "again at their next checkpoint with space")
 
     @property
     def has_synced(self) -> bool:
@@ -198,31 +207,41 @@ class PeakPredictServer:
     def checkpoint(self, now: float) -> int:
         """Save the models whose last checkpoint is at least ``checkpoint_interval`` old, oldest first, at most
         ``checkpoint_max_per_step``; each file is written to ``<key>.tmp``, synced and renamed over ``<key>``.
-        Returns how many were saved. A write error is logged and the model retried next interval."""
+        Returns how many were saved. A write error is logged and the model retried next interval. A full
+        filesystem is the ``checkpoints`` state instead, not a line per model: it ends the step (the others would
+        not fit either) and leaves the models unsaved due at the next step, so they are saved as soon as there is
+        space."""
         directory = self.config.checkpoint_dir
         if directory is None or not self._synced:
             return 0
         with self._lock:
             due = sorted(self._models.items(), key=lambda kv: kv[1].last_checkpointed)
-            docs: list[tuple[str, dict[str, Any]]] = []
+            docs: list[tuple[str, _Model, float, dict[str, Any]]] = []
             for key, model in due:
                 if len(docs) >= self.config.checkpoint_max_per_step \
                         or now - model.last_checkpointed < self.config.checkpoint_interval:
                     break
                 # LastUpdated is a metav1.Time upstream: RFC 3339 in whole seconds
-                docs.append((key, {"UID": key, "CPU": model.cpu.to_checkpoint(),
-                                   "Memory": model.memory.to_checkpoint(),
-                                   "LastUpdated": format_go_time(math.floor(model.last_updated))}))
+                docs.append((key, model, model.last_checkpointed,
+                             {"UID": key, "CPU": model.cpu.to_checkpoint(), "Memory": model.memory.to_checkpoint(),
+                              "LastUpdated": format_go_time(math.floor(model.last_updated))}))
                 model.last_checkpointed = now
         saved = 0
-        for key, doc in docs:
+        for i, (key, _, _, doc) in enumerate(docs):
             try:
                 _check_key(key)
                 os.makedirs(directory, exist_ok=True)
                 _write_atomically(os.path.join(directory, key), json.dumps(doc, separators=(",", ":")) + "\n")
                 saved += 1
             except (OSError, ValueError) as exc:
+                if self._disk_full.failed(CHECKPOINTS, exc):
+                    with self._lock:
+                        for _, model, before, _ in docs[i:]:
+                            model.last_checkpointed = before
+                    break
                 log.warning("prediction checkpoint not saved key=%s dir=%s error=%s", key, directory, exc)
+        if saved:
+            self._disk_full.wrote(CHECKPOINTS)
         return saved
 
     def restore(self, known_pod_uids: Collection[str]) -> int:
@@ -294,9 +313,16 @@ def _check_key(key: str) -> None:
 
 
 def _write_atomically(path: str, text: str) -> None:
+    """``text`` into ``path`` through ``<path>.tmp`` (synced, renamed over it); a failed write removes the temporary
+    file, so the last checkpoint stays whole and a full filesystem gets its space back."""
     tmp = path + _TMP_SUFFIX
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise

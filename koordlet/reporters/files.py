@@ -2,7 +2,9 @@
 every report interval (the NodeMetric spec's, or its default).
 
 Each file is replaced atomically (write a temporary file in the same directory, fsync, rename), so a reader
-never sees half a report.
+never sees half a report. A filesystem without room keeps the last files whole: the report is the ``reports``
+store of the agent's :class:`koordlet.base.diskfull.DiskFull` (one state, logged when it begins and ends), counted
+as ``no_space`` and tried again at the next interval.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from koordlet.base.diskfull import REPORTS
 from koordlet.base.logutil import LogOnce
 from koordlet.component import Context, Plugin
 from koordlet.reporters import device, nodemetric, nrt
@@ -65,6 +68,8 @@ class FilesReport:
         self._ctx = ctx
         self._bad = LogOnce(log, logging.ERROR)
         self._written = False      # the first write is logged (where the files are), the others are not
+        ctx.disk_full.watch(REPORTS, ctx.config.report_dir, "the report files keep their last content; they are "
+                            "written again at the next interval with space")
 
     def interval(self) -> float:
         return nodemetric.collect_policy(self._ctx, self._bad).report_interval
@@ -75,8 +80,14 @@ class FilesReport:
     def send(self, stop: threading.Event) -> str:
         names = []
         for name, obj in report_objects(self._ctx, self._bad).items():
-            write_yaml_atomic(self._ctx.config.report_dir, name, obj)
+            try:
+                write_yaml_atomic(self._ctx.config.report_dir, name, obj)
+            except OSError as e:
+                if self._ctx.disk_full.failed(REPORTS, e):
+                    return "no_space"
+                raise
             names.append(name)
+        self._ctx.disk_full.wrote(REPORTS)
         if not self._written:
             self._written = True
             log.info("first reports written dir=%s files=%s; rewritten every %.0fs",

@@ -1,12 +1,12 @@
-"""The agent process's own families: its start time, its loops' failures, the metric cache's memory, and the
-process's own metrics (:func:`register_process_collectors`): prometheus_client's ``process_*`` (CPU seconds,
-resident and virtual memory, open and maximum fds, start time), ``python_gc_*`` (collections, collected and
-uncollectable objects per generation) and ``python_info``, plus ``process_threads``; in the internal registry, so the
-operator's alerts on the agent's CPU, memory, fds and threads have something to read (deploy/monitoring/)."""
+"""The agent process's own families: its start time, its loops' failures, the metric cache's memory, its stores
+without room, and the process's own metrics (:func:`register_process_collectors`): prometheus_client's ``process_*``
+(CPU seconds, resident and virtual memory, open and maximum fds, start time), ``python_gc_*`` (collections, collected
+and uncollectable objects per generation) and ``python_info``, plus ``process_threads``; in the internal registry, so
+the operator's alerts on the agent's CPU, memory, fds and threads have something to read (deploy/monitoring/)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -63,5 +63,15 @@ class ProcessMetrics(Families):
             Gauge, "koordlet_metric_cache_history_seconds", "(koordlet-py) seconds of history the metric cache holds "
             "on disk: now (held), and what its max_bytes holds at the rate seen, up to the retention (capacity; "
             "absent until roll-ups have run ten minutes)", ["node", "kind"])
+        # the agent's stores on disk (base/diskfull.py), as the housekeeping reads them
+        self.storage_full = self._own(
+            Gauge, "koordlet_storage_full", "(koordlet-py) 1 while a store of the agent cannot be written for lack of "
+            "space (ENOSPC, SQLITE_FULL): metriccache (the metric cache's history), reports (the standalone report "
+            "files), checkpoints (the prediction checkpoints), audit (upstream's audit log)", ["node", "store"])
         register_process_collectors(self.internal)
         self.start_time.labels(self.node).set_to_current_time()
+
+    def storage(self, full: Mapping[str, bool]) -> None:
+        """Whether each store the agent writes has no room (``DiskFull.states()``)."""
+        for store, is_full in full.items():
+            self.storage_full.labels(self.node, store).set(1 if is_full else 0)

@@ -16,7 +16,8 @@ class ReportMetrics(Families):
         # the report loop (agent.py)
         self.reports = self._own(
             Counter, "koordlet_report", "(koordlet-py) report attempts by kind (nodemetric, noderesourcetopology, "
-            "files) and result (updated, created, unchanged, absent, failed...)", ["node", "kind", "result"])
+            "files) and result (updated, created, unchanged, absent, failed, no_space: no room for the files...)",
+            ["node", "kind", "result"])
         # the NodeMetric report (reporters/nodemetric.py)
         self.node_metric_node_usage = self._upstream("koordlet_node_metric_node_usage", Gauge)
         self.node_metric_system_usage = self._upstream("koordlet_node_metric_system_usage", Gauge)
