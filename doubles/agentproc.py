@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +16,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
+
+from doubles.processes import terminate
 
 
 def free_port() -> int:
@@ -59,14 +60,7 @@ class AgentProcess:
         """SIGTERM, SIGKILL after ``timeout``; the exit status."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        rc, self.proc = self.proc.returncode, None
+        rc, self.proc = terminate(self.proc, timeout), None
         return rc
 
     def kill(self) -> None:

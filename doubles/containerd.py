@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import psutil
 
 from doubles.cri import CRIClient, CRIError
+from doubles.processes import file_tail
 
 CGROUP_FS = "/sys/fs/cgroup"
 BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
@@ -438,13 +439,7 @@ class Containerd:
                 if (argv := p.info["cmdline"]) and argv[0].endswith("containerd-shim-runc-v2") and self.socket in argv]
 
     def log_tail(self, n: int = 4000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - n))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return file_tail(self.log_path, n)
 
     def log_lines(self, pattern: str) -> list[str]:
         with open(self.log_path, errors="replace") as f:

@@ -34,7 +34,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ import psutil
 
 from doubles.aptsources import debian_mirror
 from doubles.containerd import CGROUP_FS, CgroupRoots, hierarchies
+from doubles.processes import file_tail, terminate
 
 SUITE = "bookworm"
 PACKAGES = ("systemd", "python3-venv", "make")     # the init, and what `make install` needs (README)
@@ -210,24 +210,13 @@ class Machine:
         return self.cgroups.real(hierarchy, rel)
 
     def log_tail(self, n: int = 3000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - n))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return file_tail(self.log_path, n)
 
     def close(self, timeout: float = 60.0) -> None:
         """Shut the machine down (SIGTERM to nspawn; SIGKILL after ``timeout``), then remove its cgroups."""
         try:
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+            if self.proc is not None:
+                terminate(self.proc, timeout)
         finally:
             self.proc = None
             self.pid1 = None
