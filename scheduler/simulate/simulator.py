@@ -15,11 +15,14 @@ reads (free cpu and memory; for FragmentationAware, in whole cores and GiB). The
 uniform over all members of the best classes. This is what makes 10,000 pods on 1,200 nodes take a minute, not
 hours.
 
+**Departures** (:meth:`Simulator.remove`) go the way a real cluster's do: the extender's cache gets the pod's DELETED
+watch event, and the simulator's own view of the node (free resources, class, pod count, kinds) is recomputed.
+
 **Measures** after each pod (:class:`Curve` turns them into one point per 1 % of arrived load, as the paper's
-artifact does): the share of GPU capacity unallocated (no placed pod asked for it); the fragmented share (Σ over
-nodes of ``F_n(M)`` for the target mix ``M``, :mod:`scheduler.fgd`); the pods that failed so far; and of the
-multi-GPU pods placed, how many got cards inside one partition of their node's table (NVLink) and how many inside
-one PCIe switch.
+artifact does; :mod:`scheduler.simulate.churn` one per 1 % of time): the share of GPU capacity unallocated (no
+placed pod asked for it); the fragmented share (Σ over nodes of ``F_n(M)`` for the target mix ``M``,
+:mod:`scheduler.fgd`); the pods that failed so far; and of the multi-GPU pods placed, how many got cards inside one
+partition of their node's table (NVLink) and how many inside one PCIe switch.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ LABEL_MODEL = wire.LABEL_GPU_MODEL
 
 @dataclass
 class Point:
-    """The measures at one load level (percent of GPU capacity requested by the pods submitted so far)."""
+    """The measures at one load level (percent of GPU capacity requested by the pods submitted so far) or, with
+    departures, at one time level (``time``: percent of the arrivals' time span, and ``demand``: the share of GPU
+    capacity the live pods ask, placed or not); both None without departures."""
 
     policy: str
     load: int
@@ -60,6 +65,8 @@ class Point:
     in_partition: int = 0        # ... with their cards inside one partition of the node's table
     in_pcie: int = 0             # ... with their cards behind one PCIe switch
     seed: int = 0
+    time: int | None = None
+    demand: float | None = None
 
 
 @dataclass
@@ -129,6 +136,7 @@ class Simulator:
         self._kinds: dict[str, Counter[str]] = {}             # GPU kinds of the pods on the node
         self._pods: Counter[str] = Counter()
         self._frag: dict[str, float] = {}
+        self._bound: dict[str, tuple[str, dict[str, Any]]] = {}   # placed pod's name -> its node, its bound copy
         names = sorted(self.cache.node_names())
         # the seed's ranking of the nodes, for policies whose ties go to the first (the paper's artifact)
         self._rank = dict(zip(random.Random(f"ranks-{seed}").sample(names, len(names)), range(len(names)),
@@ -233,15 +241,42 @@ class Simulator:
         with state.lock:
             bound = state.pods[meta["uid"]]
         self.cache.on_pod("MODIFIED", bound)        # the watch event the API server would send
+        self._bound[tp.name] = (chosen, bound)
         self._pods[chosen] += 1
         if ask.kind:
             self._kinds[chosen][ask.kind] += 1
-        old_frag = self._frag[chosen]
-        self._refresh(chosen, state)
-        self.allocated += cluster.gpu_request_milli(tp)
-        self.fragmented += self._frag[chosen] - old_frag
+        self._account(chosen, state, cluster.gpu_request_milli(tp))
         self._locality(bound, state)
         return chosen
+
+    def remove(self, tp: records.TracePod) -> str:
+        """A placed pod leaves, as in a cluster: the extender's cache gets its DELETED watch event and frees what it
+        held; this simulator's view of the node follows. The node it left; KeyError when it is not placed."""
+        node, bound = self._bound.pop(tp.name)
+        self.cache.on_pod("DELETED", bound)
+        self._pods[node] -= 1
+        kind = ask_of(tp, self.policy.whole_gpus).kind
+        if kind:
+            kinds = self._kinds[node]
+            kinds[kind] -= 1
+            if not kinds[kind]:         # a node's class must read the same as when the kind never came
+                del kinds[kind]
+        state = self.cache.get(node)
+        assert state is not None
+        self._account(node, state, -cluster.gpu_request_milli(tp))
+        return node
+
+    def placed(self, name: str) -> str | None:
+        """The node a pod is placed on, None when it is not (never was, failed, or left)."""
+        entry = self._bound.get(name)
+        return entry[0] if entry else None
+
+    def _account(self, name: str, state: NodeState, gpu_milli: int) -> None:
+        """A node after a pod came (``gpu_milli`` it asked) or left (minus that): its class, and the measures."""
+        old_frag = self._frag[name]
+        self._refresh(name, state)
+        self.allocated += gpu_milli
+        self.fragmented += self._frag[name] - old_frag
 
     def _locality(self, bound: Mapping[str, Any], state: NodeState) -> None:
         raw = ((bound.get("metadata") or {}).get("annotations") or {}).get(wire.ANNOTATION_DEVICE_ALLOCATED)
