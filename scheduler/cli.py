@@ -77,14 +77,18 @@ def parser() -> argparse.ArgumentParser:
                    "(default %(default)s)")
     m.add_argument("--order", default="arrival", choices=ORDERS, help="arrival: the trace in creation order, "
                    "resubmitted whole until --max-load; shuffle: the FGD paper's protocol, the pods shuffled by seed "
-                   "and inflated by sampling with replacement (or thinned at random) to --max-load "
+                   "and inflated by sampling with replacement (or thinned at random) to --max-load; churn: pods "
+                   "arrive at creation_time and leave at deletion_time (the paper ignores departures; pods that "
+                   "fail are not retried), the gaps between arrivals compressed so that the offered load (Σ GPU "
+                   "asked × lifetime / (arrival span × capacity)) is --max-load, measured over time "
                    "(default %(default)s)")
     m.add_argument("--seed", type=int, default=42, help="the first seed: of the shuffle and inflation, and of the "
                    "draws among equally good nodes (default %(default)s, the paper's first)")
     m.add_argument("--seeds", type=int, default=1, help="runs per policy, with seeds --seed, --seed+1, ...; the "
                    "table shows the median and the min-max (the paper: 10; default %(default)s)")
     m.add_argument("--max-load", type=int, default=100, help="submit pods until they ask this much, percent of "
-                   "the cluster's GPU capacity (the paper: 130; default %(default)s)")
+                   "the cluster's GPU capacity (the paper: 130; with --order churn: the offered load; "
+                   "default %(default)s)")
     m.add_argument("--max-pods", type=int, default=110, help="pods a node takes at most, 0 for no limit (the "
                    "kubelet's default is 110; the paper's nodes take 1001, in effect none; default %(default)s)")
     m.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time, each in its own process "

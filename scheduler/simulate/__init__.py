@@ -8,8 +8,10 @@ Nodes come from the trace's nodes CSV (each built as the agent would report it:
 Each module imports only modules listed after it (an import-linter contract in pyproject.toml checks this):
 
 * ``report``: the table, the curves (CSV, JSON) and the plot;
-* ``protocol``: which pods are submitted in which order (arrival, or the paper's seeded shuffle and inflation),
-  the runs over seeds and policies, in processes, and their medians;
+* ``protocol``: which pods are submitted in which order (arrival, the paper's seeded shuffle and inflation, or
+  churn), the runs over seeds and policies, in processes, and their medians;
+* ``churn``: departures: pods arrive and leave at the trace's times, arrivals compressed to an offered load, and
+  the measures per 1 % of time;
 * ``simulator``: one policy's run: kube-scheduler and the API server played around the extender's verbs, and the
   measures per load level;
 * ``policies``: the policies, and the in-tree node scores of ours and of the paper's baselines.

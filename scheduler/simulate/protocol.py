@@ -8,12 +8,16 @@
   and shuffled with the seed; then, if they ask less than the load asked for, pods drawn from the trace with
   replacement (seeded, new names) are appended until the next one would pass it; if they ask more, pods are
   removed at random until they do not.
+* ``churn``: departures (:mod:`scheduler.simulate.churn`): each pod arrives at its creation_time and leaves at its
+  deletion_time, the gaps between arrivals compressed so that the offered load (Little's law) is ``max_load``
+  percent; measured over time, not arrived load. Pods that fail are not retried.
 
-Either way the pods submitted ask at most ``max_load`` percent of the cluster's GPU capacity.
+With ``arrival`` and ``shuffle`` the pods submitted ask at most ``max_load`` percent of the cluster's GPU capacity.
 
-**Seeds.** Each of ``seeds`` seeds (``seed``, ``seed + 1``, ...) gives its own order (shuffle) and its own draws
-among equally good nodes; every policy sees the same orders. Runs go to a pool of processes (``jobs``), and each
-load level's measures are reported as the median over the seeds, with the minimum and maximum.
+**Seeds.** Each of ``seeds`` seeds (``seed``, ``seed + 1``, ...) gives its own order (shuffle; with arrival and
+churn the order is the trace's times) and its own draws among equally good nodes; every policy sees the same
+orders. Runs go to a pool of processes (``jobs``), and each
+load (or time) level's measures are reported as the median over the seeds, with the minimum and maximum.
 
 **The target mix** fragmentation is measured against, as the paper defines it: the shapes of the trace's pods
 (cpu, GPU share, GPU count, GPU models: :func:`~scheduler.simulate.simulator.task_shape`), the most frequent
@@ -31,11 +35,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.fgd import Shape, typical
+from scheduler.simulate import churn
 from scheduler.simulate.policies import Policy
 from scheduler.simulate.simulator import Curve, Point, Run, Simulator, task_shape
 from scheduler.trace import cluster, records
 
-ORDERS = ("arrival", "shuffle")
+ORDERS = ("arrival", "shuffle", "churn")
 MAX_PASSES = 5
 
 Nodes = Sequence[tuple[dict[str, Any], dict[str, Any] | None]]
@@ -48,7 +53,7 @@ class Protocol:
     order: str = "arrival"
     seed: int = 0
     seeds: int = 1
-    max_load: int = 100                    # percent of GPU capacity the submitted pods ask at most
+    max_load: int = 100                    # percent of GPU capacity the submitted pods ask at most (churn: offer)
     max_pods: int | None = 110             # pods per node (None: no limit); the kubelet's default is 110
     known_mix: bool = False                # fgd scores with the target mix instead of learning one
 
@@ -60,20 +65,26 @@ class Protocol:
 
     def describe(self) -> str:
         """One line saying which protocol produced a table."""
-        order = ("the trace in creation order, resubmitted whole (renamed) until the load" if self.order == "arrival"
-                 else "shuffled by seed, then inflated by sampling with replacement (or thinned at random) to")
+        order = {"arrival": "the trace in creation order, resubmitted whole (renamed) until the load",
+                 "shuffle": "shuffled by seed, then inflated by sampling with replacement (or thinned at random) to",
+                 "churn": "pods arrive at creation_time and leave at deletion_time (failed ones are not retried), "
+                          "arrivals compressed to an offered load of"}[self.order]
         seeds = (f"seed {self.seed}" if self.seeds == 1
                  else f"{self.seeds} seeds ({self.seed}..{self.seed + self.seeds - 1}), median [min-max]")
+        if self.order == "churn":
+            seeds += " (the order is the trace's times: seeds change only the draws among equally good nodes)"
         limit = "no pod limit" if self.max_pods is None else f"at most {self.max_pods} pods a node"
         return f"protocol: {self.order}: {order} {self.max_load} % of GPU capacity; {seeds}; {limit}"
 
 
 @dataclass(frozen=True)
 class Workload:
-    """The pods one seed submits, in order, and why their number differs from the trace's."""
+    """The pods one seed submits, in order, and why their number differs from the trace's; with churn, the factor
+    the gaps between their arrivals are divided by."""
 
     pods: list[records.TracePod]
     notes: list[str]
+    compression: float = 1.0
 
 
 def _renamed(pod: records.TracePod, suffix: str) -> records.TracePod:
@@ -91,6 +102,11 @@ def workload(pods: Sequence[records.TracePod], capacity: int, protocol: Protocol
     notes: list[str] = []
     out: list[records.TracePod] = []
     arrived = 0
+    if protocol.order == "churn":
+        factor = churn.compression(pods, capacity, protocol.max_load)
+        notes.append(f"arrivals compressed ×{factor:.4g} so the offered load is {protocol.max_load} % of GPU "
+                     f"capacity (Σ GPU asked × lifetime / (arrival span × capacity); {asked} in all)")
+        return Workload(sorted(pods, key=lambda p: p.creation_time), notes, factor)
     if protocol.order == "arrival":
         ordered = sorted(range(len(pods)), key=lambda i: pods[i].creation_time)
         for n in range(MAX_PASSES * len(pods)):
@@ -142,12 +158,17 @@ def target_mix(pods: Iterable[records.TracePod]) -> dict[Shape, float]:
 
 
 def run(nodes: Nodes, submitted: Sequence[records.TracePod], policy: Policy, protocol: Protocol, seed: int,
-        target: Mapping[Shape, float]) -> Run:
-    """One policy's run over the pods of one seed's workload."""
+        target: Mapping[Shape, float], compression: float = 1.0) -> Run:
+    """One policy's run over the pods of one seed's workload (with churn, their arrivals compressed by
+    ``compression``)."""
     sim = Simulator(nodes, policy, seed=seed, target=target, known_mix=protocol.known_mix,
                     max_pods=protocol.max_pods)
     out = Run(policy.name, seed)
     if sim.capacity == 0:
+        return out
+    if protocol.order == "churn":
+        out.submitted = len(submitted)
+        out.points, out.placed = churn.replay(sim, submitted, compression, seed)
         return out
     curve = Curve(sim, seed)
     arrived = 0
@@ -161,7 +182,8 @@ def run(nodes: Nodes, submitted: Sequence[records.TracePod], policy: Policy, pro
     return out
 
 
-def _run_task(task: tuple[Nodes, Sequence[records.TracePod], Policy, Protocol, int, Mapping[Shape, float]]) -> Run:
+def _run_task(task: tuple[Nodes, Sequence[records.TracePod], Policy, Protocol, int, Mapping[Shape, float], float]
+              ) -> Run:
     return run(*task)
 
 
@@ -187,7 +209,7 @@ def simulate(nodes: Nodes, pods: Sequence[records.TracePod], policies: Sequence[
     target = target_mix(pods)
     seeds = range(protocol.seed, protocol.seed + protocol.seeds)
     loads = {s: workload(pods, capacity, protocol, s) for s in seeds}
-    tasks = [(nodes, loads[s].pods, p, protocol, s, target) for s in seeds for p in policies]
+    tasks = [(nodes, loads[s].pods, p, protocol, s, target, loads[s].compression) for s in seeds for p in policies]
     if jobs > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
             runs = list(pool.map(_run_task, tasks))
@@ -209,16 +231,17 @@ class Spread:
         return Spread(statistics.median(values), min(values), max(values))
 
 
-def at(run_: Run, load: int) -> Point | None:
-    """A run's point at a load level (the last one at or below it)."""
+def at(run_: Run, level: int, axis: str = "load") -> Point | None:
+    """A run's point at a level of ``axis`` (``load``, or ``time`` with churn): the last one at or below it."""
     best = None
     for p in run_.points:
-        if p.load <= load:
+        if getattr(p, axis) <= level:
             best = p
     return best
 
 
-def spread(runs: Sequence[Run], load: int, measure: str) -> Spread | None:
-    """A measure (a :class:`Point` field) at a load level over the runs that reached it (None: none did)."""
-    values = [float(getattr(p, measure)) for r in runs if (p := at(r, load)) is not None and p.load == load]
+def spread(runs: Sequence[Run], level: int, measure: str, axis: str = "load") -> Spread | None:
+    """A measure (a :class:`Point` field) at a level of ``axis`` over the runs that reached it (None: none did)."""
+    values = [float(getattr(p, measure)) for r in runs
+              if (p := at(r, level, axis)) is not None and getattr(p, axis) == level]
     return Spread.of(values) if values else None

@@ -1,11 +1,12 @@
 """The simulator (scheduler/simulate/): it places pods only through the extender's verbs, a hand-worked cluster
 where fragmentation-aware placement beats best-fit by a pod, invariants after every pod, the protocols (arrival,
-the paper's shuffle and inflation, seeds in processes), the measures per load level, the paper's policies' scores,
-and the command line."""
+the paper's shuffle and inflation, seeds in processes, departures), the measures per load level and over time,
+the paper's policies' scores, and the command line."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from scheduler import allocator, cli
 from scheduler.extender import Extender
 from scheduler.fgd import Shape, WorkloadMix
 from scheduler.requests import pod_device_request
-from scheduler.simulate import policies, protocol, report
+from scheduler.simulate import churn, policies, protocol, report
 from scheduler.simulate.policies import POLICIES
 from scheduler.simulate.simulator import Simulator
 from scheduler.trace import cluster, generator, records
@@ -320,3 +321,127 @@ def test_paper_fgd_is_the_sigmoid_of_the_saved_fragmentation() -> None:
     assert policies.paper_fgd(view(600, 0), ask(400, cpu=1000), mix) == 45.0
     # on an empty card: 600 left, still usable: ΔF = 0, 50
     assert policies.paper_fgd(view(1000), ask(400, cpu=1000), mix) == 50.0
+
+
+# --- departures (churn) -------------------------------------------------------------------------------------------
+
+def lives(tp: records.TracePod, created: int, deleted: int | None) -> records.TracePod:
+    return replace(tp, creation_time=created, deletion_time=deleted)
+
+
+def gpu_capacity(nodes: protocol.Nodes) -> int:
+    return 1000 * sum(int(n["status"]["allocatable"].get(cluster.WHOLE_GPU, 0)) for n, _ in nodes)
+
+
+def test_a_departure_frees_the_node_for_a_pod_that_fails_without_departures() -> None:
+    """One one-GPU node; two whole-GPU pods, the first leaving at the second the second arrives. Without
+    departures (arrival order) the second finds no room; with churn the departure goes first and it is placed.
+    Each lives 20 s over an arrival span of 20 s: an offered load of 200 % needs no compression."""
+    nodes = one_gpu_nodes("only")
+    pods = [lives(pod("first", 1000), 0, 20), lives(pod("second", 1000), 20, 40)]
+    outcome = {}
+    for order in ("arrival", "churn"):
+        plan = protocol.Protocol(order=order, max_load=200)
+        load = protocol.workload(pods, gpu_capacity(nodes), plan, 0)
+        result = protocol.run(nodes, load.pods, POLICIES["best-fit"], plan, 0, protocol.target_mix(pods),
+                              load.compression)
+        outcome[order] = (result.submitted, result.placed, result.points[-1].failed)
+    assert outcome == {"arrival": (2, 1, 1), "churn": (2, 2, 0)}
+    assert load.notes[0].startswith("arrivals compressed ×1 so the offered load is 200 % of GPU capacity")
+
+
+def test_a_departure_is_the_pods_deleted_watch_event_and_gives_the_node_back() -> None:
+    """The extender's cache no longer holds the departed pod, and the node's cpu, memory and cards are free again;
+    the simulator's own measures go back to the empty cluster's."""
+    nodes = one_gpu_nodes("a", "b")
+    sim = Simulator(nodes, POLICIES["fgd"], seed=1, target=protocol.target_mix([pod("x", 300)]))
+
+    def free() -> dict[str, Any]:
+        return {n: (s.free(), s.devices.free("gpu")) for n in ("a", "b") if (s := sim.cache.get(n)) is not None}
+
+    empty = free()
+    fragmented = sim.fragmented
+    tp = pod("share", 300)
+    uid = cluster.pod_object(tp)["metadata"]["uid"]
+    node = sim.place(tp)
+    assert node is not None and sim.placed("share") == node and sim.cache.pod(uid) is not None
+    assert sim.allocated == 300
+    assert sim.remove(tp) == node
+    state = sim.cache.get(node)
+    assert state is not None and uid not in state.pods and sim.cache.pod(uid) is None
+    assert free() == empty
+    assert (sim.allocated, sim.placed("share")) == (0, None) and sim.fragmented == pytest.approx(fragmented)
+    with pytest.raises(KeyError):
+        sim.remove(tp)
+
+
+def test_compression_makes_the_offered_load_the_load_asked_for() -> None:
+    """Σ GPU asked × lifetime / (arrival span × capacity), computed from the compressed times, is --max-load; a
+    pod without deletion_time lives to the last arrival; lifetimes are kept."""
+    nodes, pods = generator.generate(3, 10, 200, generator.Marginals(cpu_node_share=0.0))
+    pods[5] = lives(pods[5], pods[5].creation_time, None)
+    capacity = 1000 * sum(n.gpus for n in nodes)
+    for load in (50, 100, 150):
+        factor = churn.compression(pods, capacity, load)
+        assert factor > 1 and churn.offered_load(pods, capacity, factor) == pytest.approx(load, rel=1e-9)
+    t = churn.timeline(pods, factor)
+    assert t.departures[5] is None and t.span == pytest.approx((pods[-1].creation_time - pods[0].creation_time) /
+                                                               factor)
+    assert all(d - a == pytest.approx(p.deletion_time - p.creation_time)
+               for p, a, d in zip(pods, t.arrivals, t.departures, strict=True)
+               if d is not None and p.deletion_time is not None)
+
+
+def test_churn_refuses_a_trace_where_no_pod_leaves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pods = [pod(f"p{i}", 500, created=i) for i in range(3)]
+    with pytest.raises(ValueError, match="no pod has a deletion_time"):
+        protocol.workload(pods, 1000, protocol.Protocol(order="churn"), 0)
+    records.write_nodes(str(tmp_path / "nodes.csv"), [records.TraceNode("n", 32000, 131072, 1, "T4")])
+    records.write_pods(str(tmp_path / "pods.csv"), pods)
+    assert cli.main(["simulate", "--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv"),
+                     "--order", "churn", "--out", str(tmp_path / "out")]) == 2
+    assert "deletion_time column is empty or missing" in capsys.readouterr().err
+
+
+def test_invariants_hold_after_every_arrival_and_departure() -> None:
+    """Allocated never passes capacity and is the sum over the placed pods, all of them live; the demand is the sum
+    over the live pods, placed or not; departures happen and some pods fail (the offered load passes capacity)."""
+    nodes, pods = generator.generate(6, 12, 400, generator.Marginals(cpu_node_share=0.0))
+    objects = [cluster.node_objects(n) for n in nodes]
+    capacity = 1000 * sum(n.gpus for n in nodes)
+    sim = Simulator(objects, POLICIES["fgd"], seed=3, target=protocol.target_mix(pods), max_pods=20)
+    replay = churn.Replay(sim, pods, churn.compression(pods, capacity, 300))
+    live: set[int] = set()
+    for e in replay.events():
+        replay.play(e)
+        (live.add if e.arrives else live.discard)(e.index)
+        assert 0 <= sim.allocated <= capacity
+        assert sim.allocated == sum(cluster.gpu_request_milli(p) for p in pods if sim.placed(p.name) is not None)
+        assert all(i in live for i, p in enumerate(pods) if sim.placed(p.name) is not None)   # none left placed
+        assert replay.demand == sum(cluster.gpu_request_milli(pods[i]) for i in live)
+    assert replay.departed > 0 and sim.failed > 0 and replay.placed + sim.failed == len(pods)
+
+
+def test_churn_events_put_departures_first_within_an_instant() -> None:
+    t = churn.Timeline([0.0, 5.0, 5.0], [5.0, 5.0, None], 5.0)
+    assert [(e.time, e.index, e.arrives) for e in churn.events(t)] == [
+        (0.0, 0, True), (5.0, 0, False), (5.0, 1, True), (5.0, 2, True), (5.0, 1, False)]
+
+
+def test_simulate_churn_prints_the_steady_state_and_writes_curves_over_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["generate", "--gpu-nodes-only", "--nodes", "10", "--pods", "200", "--seed", "4",
+                     "--out", str(tmp_path)]) == 0
+    out = tmp_path / "out"
+    assert cli.main(["simulate", "--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv"),
+                     "--order", "churn", "--max-load", "150", "--seeds", "2", "--jobs", "1",
+                     "--policies", "best-fit,fgd", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "\nprotocol: churn:" in printed and "seeds change only the draws" in printed
+    assert "arrivals compressed ×" in printed and "so the offered load is 150 %" in printed
+    assert "demand@peak" in printed and "unalloc 2nd half" in printed and "not retried" in printed
+    curve = json.loads((out / "curve.json").read_text())
+    points = curve["runs"][0]["points"]
+    assert [p["time"] for p in points] == list(range(1, 101)) and all(p["demand"] >= 0 for p in points)
+    assert (out / "curve.csv").read_text().splitlines()[0].endswith(",seed,time,demand")
+    assert (out / "unallocated.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
