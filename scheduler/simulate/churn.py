@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.simulate.simulator import Point, Simulator
+from scheduler.simulate.simulator import Point, Simulator, load_level
 from scheduler.trace import cluster, records
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ class Replay:
     def point(self, level: int, seed: int) -> Point:
         """The measures now, as the point of time level ``level``."""
         sim, capacity = self.sim, self.sim.capacity
-        return Point(sim.policy.name, int(self.arrived * 100 / capacity + 0.5), 1 - sim.allocated / capacity,
+        return Point(sim.policy.name, load_level(self.arrived, capacity), 1 - sim.allocated / capacity,
                      sim.fragmented / capacity, sim.failed, sim.multi_gpu, sim.in_partition, sim.in_pcie, seed=seed,
                      time=level, demand=self.demand / capacity)
 

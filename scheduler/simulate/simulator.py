@@ -294,6 +294,11 @@ class Simulator:
             self.in_pcie += 1
 
 
+def load_level(arrived: int, capacity: int) -> int:
+    """The load level of ``arrived`` milli-GPUs asked so far: percent of ``capacity``, rounded to an integer."""
+    return int(arrived * 100 / capacity + 0.5)
+
+
 class Curve:
     """The measures at each 1 % of arrived load, as the paper's artifact computes them: after each pod, its load
     is the GPU requests of the pods submitted so far (it included, placed or not) in percent of capacity, rounded
@@ -309,7 +314,7 @@ class Curve:
 
     def add(self, arrived: int, sim: Simulator) -> None:
         """The measures of ``sim`` after a pod, ``arrived`` milli-GPUs having been asked so far."""
-        level = int(arrived * 100 / self.capacity + 0.5)
+        level = load_level(arrived, self.capacity)
         sums = self._sums.setdefault(level, [0, 0.0, 0.0])
         sums[0] += 1
         sums[1] += 1 - sim.allocated / self.capacity
