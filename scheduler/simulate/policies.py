@@ -12,7 +12,9 @@ and how the extender picks a GPU share's card at bind (DeviceShare's scoring str
 * ``best-fit``: the node left with the least free, GPU and cpu shares of the node summed; a share's card the
   tightest that fits;
 * ``deviceshare-least`` / ``deviceshare-most``: koord-scheduler's DeviceShare with LeastAllocated / MostAllocated;
-* ``fgd``: DeviceShare with FragmentationAware (:mod:`scheduler.fgd`), the workload mix learned online.
+* ``fgd``: DeviceShare with FragmentationAware (:mod:`scheduler.fgd`), the workload mix learned online;
+* ``fgd-cpu``: ``fgd`` that also counts a tenth of the GPUs the node's free cpu and memory can no longer feed
+  (:mod:`scheduler.fgd`'s ``stranding``): better on the default workload, worse where pods pin GPU models.
 
 **The paper's** (Weng et al., ATC '23: the score plugins of its artifact, hkust-adsl/kubernetes-scheduler-simulator,
 as its experiments configure them: one plugin, integer scores 0..100, the highest wins; a share's card the tightest
@@ -94,7 +96,8 @@ class Policy:
     ``score`` is None) and the in-tree ``score`` that replaces them (higher is better; the best score wins, ties
     drawn at random, or with ``ranked_ties`` to the first node in the seed's ranking, as the paper's artifact).
     ``normalize``: scores min–max scaled to 0..100 in integers over the feasible nodes first; ``known_mix``: the
-    extender's FragmentationAware uses the target mix instead of learning one."""
+    extender's FragmentationAware uses the target mix instead of learning one; ``stranding``: its weight of the GPUs
+    the cpu and memory left cannot feed (:mod:`scheduler.fgd`)."""
 
     name: str
     strategy: str = LEAST_ALLOCATED
@@ -103,6 +106,7 @@ class Policy:
     normalize: bool = False
     known_mix: bool = False
     ranked_ties: bool = False
+    stranding: float = 0.0
 
 
 def kube_default(node: NodeView, ask: Ask, _mix: WorkloadMix) -> float:
@@ -200,6 +204,7 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("deviceshare-least", LEAST_ALLOCATED),
     Policy("deviceshare-most", MOST_ALLOCATED),
     Policy("fgd", FRAGMENTATION_AWARE),
+    Policy("fgd-cpu", FRAGMENTATION_AWARE, stranding=0.1),
     Policy("paper-best-fit", MOST_ALLOCATED, score=paper_best_fit, normalize=True, ranked_ties=True),
     Policy("paper-dot-product", MOST_ALLOCATED, score=paper_dot_product, ranked_ties=True),
     Policy("paper-gpu-packing", MOST_ALLOCATED, score=paper_gpu_packing, ranked_ties=True),

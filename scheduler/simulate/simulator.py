@@ -114,12 +114,14 @@ class Simulator:
                                                  weights=PluginWeights(1, 0, 0)))
         self.extender = Extender(self.cache)
         # the target mix's shapes are the trace's own, cpu exact; fragmentation as the paper measures it
-        self._target = WorkloadMix(prior=(), cpu_step=1, memory_step=1, bounded=False)
+        self._target = WorkloadMix(prior=(), cpu_step=1, memory_step=1)
         self._target.set(target or {})
-        if (known_mix or policy.known_mix) and self.extender.allocator.mix is not None:
-            # FGD with the trace's workload known in advance, as the paper runs it (default: learned online); the
-            # paper's own policy with the paper's measure
-            self.extender.allocator.mix.set(target or {}, bounded=not policy.known_mix)
+        mix = self.extender.allocator.mix
+        if mix is not None:
+            mix.stranding = policy.stranding
+            if known_mix or policy.known_mix:
+                # FGD with the trace's workload known in advance, as the paper runs it (default: learned online)
+                mix.set(target or {})
         self._rng = random.Random(f"ties-{seed}")
         self._max_pods = max_pods
         self.capacity = 0

@@ -56,21 +56,29 @@ def test_a_shape_pinned_to_other_models_counts_the_whole_node_as_fragment() -> N
     assert {n.model for n in placements(t4, SHARE_600)} == {"T4"}
 
 
-def test_the_bounded_measure_counts_the_gpus_the_cpu_left_cannot_feed() -> None:
+def test_stranding_counts_its_share_of_the_gpus_the_cpu_left_cannot_feed() -> None:
     """An 8-GPU node with 24 cores free and 12-core whole-GPU tasks: the paper's measure sees no fragment (a task
-    fits), the bounded one six GPUs (two tasks can still be fed). A 10-core CPU-only pod grows it there (one task
-    left: +1000) and not on a cpu-rich 2-GPU node."""
+    fits); six GPUs cannot be fed (two tasks can), and ``stranding`` counts that share of them. A 10-core CPU-only
+    pod grows it there (one task left: one more GPU) and not on a cpu-rich 2-GPU node."""
     task = Shape(12_000, 0, 1000, 1)
     eight = NodeFree(24_000, BIG, (1000,) * 8)
     assert fragmentation_for(eight, task) == 0
-    assert fragmentation_for(eight, task, bounded=True) == 6000
-    assert fragmentation(eight, ((task, 1.0),), bounded=True) == 6000
-    mix = WorkloadMix(prior=())
+    assert fragmentation_for(eight, task, stranding=1.0) == 6000
+    assert fragmentation_for(eight, task, stranding=0.1) == pytest.approx(600)
+    assert fragmentation(eight, ((task, 1.0),), stranding=0.1) == pytest.approx(600)
+    # a fragment the paper's measure already counts is not counted twice: 3 partly used cards, 2 tasks fed
+    partly = NodeFree(24_000, BIG, (500, 500, 500, 1000, 1000, 1000, 1000, 1000))
+    assert fragmentation_for(partly, task) == 1500
+    assert fragmentation_for(partly, task, stranding=0.5) == pytest.approx(1500 + 0.5 * (6500 - 2000 - 1500))
+    assert fragmentation(partly, ((task, 1.0),), stranding=0.5) == pytest.approx(1500 + 0.5 * (6500 - 2000 - 1500))
+    mix = WorkloadMix(prior=(), stranding=1.0)
     mix.set({task: 1.0})
     cpu_pod = Shape(10_000, 0)
     assert mix.best_growth(eight, cpu_pod) == 1000
     assert mix.best_growth(NodeFree(104_000, BIG, (1000, 1000)), cpu_pod) == 0
-    mix.set({task: 1.0}, bounded=False)
+    assert WorkloadMix(prior=()).stranding == 0.0          # the extender measures as the paper does
+    mix = WorkloadMix(prior=())
+    mix.set({task: 1.0})
     assert mix.best_growth(eight, cpu_pod) == 0
 
 
@@ -80,9 +88,13 @@ def test_the_mix_is_the_most_frequent_shapes_covering_95_percent() -> None:
     # 60 + 30 = 90 % < 95 %: the third (6 %) is needed, the fourth is not; popularities renormalized over 96
     assert typical(counts) == {Shape(1000, 0, 500, 1): 60 / 96, Shape(2000, 0): 30 / 96,
                                Shape(8000, 0, 1000, 8): 6 / 96}
-    mix = WorkloadMix(prior=(), cpu_step=1, memory_step=1)
-    mix.set(counts)
-    assert [s for s, _ in mix.snapshot] == list(typical(counts))
+    target = WorkloadMix(prior=(), cpu_step=1, memory_step=1, coverage=0.95)
+    target.set(counts)
+    assert [s for s, _ in target.snapshot] == list(typical(counts))
+    # the learned mix keeps every shape: the rare large ones are the ones whose nodes FGD must keep free
+    learned = WorkloadMix(prior=(), cpu_step=1, memory_step=1)
+    learned.set(counts)
+    assert dict(learned.snapshot) == pytest.approx({s: w / 100 for s, w in counts.items()})
 
 
 @pytest.mark.parametrize(("spec", "hint", "want"), [
