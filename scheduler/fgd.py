@@ -36,11 +36,11 @@ needed at run time: a histogram of shapes (cpu rounded up to whole cores and mem
 pods share an entry; the models a pod's required node affinity, node selector or GPU hint pins) with exponential
 decay (half-life :data:`HALF_LIFE` observations), at most :data:`MAX_SHAPES` shapes (the lightest is dropped).
 Unlike the paper's target, the learned mix keeps every shape (up to :data:`MAX_SHAPES`): with memory in the
-shape, the rare large tasks (8 GPUs, 88 to 120 cores) split into several entries that each fall below a 95 %
-cut, and FGD stopped keeping the empty 8-GPU nodes they need (they failed from 55 % load on the multi-GPU
-workload; bench/NOTES.md). Scoring reads a snapshot refreshed at the 1st, 2nd, 4th, ... observation and then every :data:`REFRESH_EVERY`, so
-fragmentation values can be remembered per (node state, snapshot) instead of recomputed for every node of every
-call. Before any pod has been seen the snapshot holds only :data:`PRIOR`.
+shape, the rare large tasks (8 GPUs, 88 to 120 cores) split into several entries that each fall below a 95 % cut,
+and FGD then broke up the empty 8-GPU nodes they need (bench/NOTES.md). Scoring reads a snapshot refreshed at the
+1st, 2nd, 4th, ... observation and then every :data:`REFRESH_EVERY`, so fragmentation values can be remembered per
+(node state, snapshot) instead of recomputed for every node of every call. Before any pod has been seen the
+snapshot holds only :data:`PRIOR`.
 """
 
 from __future__ import annotations

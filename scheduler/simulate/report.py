@@ -18,6 +18,7 @@ from scheduler.simulate.simulator import Point, Run
 log = logging.getLogger(__name__)
 
 LOADS = (90, 95, 100)
+PART = 85                   # % load from which the arrival plot's second panel shows the policies parting
 STEADY_FROM = 50             # churn: the steady state is the time levels above this (the second half)
 
 
@@ -168,8 +169,8 @@ def _band(ax: Any, runs: list[Run], axis: str, low: int, measure: str, flip: boo
 def plot(results: Results, path: str) -> str | None:
     """Unallocated GPU capacity against arrived load (with churn: against time, and ``100 % − demand`` as a dashed
     grey line, the floor if every live pod were placed), per policy: the median over the seeds as a line and the
-    seeds' spread as a band; the whole run, and where the policies part (the top fifth of the load; with churn the
-    steady state, the second half). None without matplotlib."""
+    seeds' spread as a band; the whole run, and where the policies part (from :data:`PART` % load, or the top
+    fifth when it starts lower; with churn the steady state, the second half). None without matplotlib."""
     try:
         import matplotlib
     except ImportError:
@@ -180,7 +181,7 @@ def plot(results: Results, path: str) -> str | None:
     churn = results.protocol.order == "churn"
     axis = "time" if churn else "load"
     top = 100 if churn else results.protocol.max_load
-    low = STEADY_FROM + 1 if churn else top - top // 5
+    low = STEADY_FROM + 1 if churn else min(PART, top - top // 5)
     seeds = results.protocol.seeds
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     colors = [plt.get_cmap("tab20")(i) for i in range(20)]
