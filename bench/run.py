@@ -75,7 +75,7 @@ BENCHES = (
     Bench("sched_simulate", "Scheduling quality on the FGD paper's protocol, 3 seeds (issues 23, 33)",
           ("--seeds", "3")),
     Bench("sched_simulate_paper", "Scheduling quality on the FGD paper's protocol, its 10 seeds (issue 33)",
-          ("--seeds", "10", "--policies", "fgd,fgd-cpu,paper-fgd,paper-best-fit"), program="sched_simulate",
+          ("--seeds", "10", "--policies", "fgd,fgd-plain,paper-fgd,paper-best-fit"), program="sched_simulate",
           in_all=False),
 )
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordlet.base.quantity import parse_quantity
+from koordlet.base.wire import LABEL_GPU_MODEL
 from koordlet.states import kubeapi
 from koordlet.states.kubeapi import KubeApi
 from koordlet.states.watcher import Reflector
@@ -39,7 +40,7 @@ from scheduler.loadaware.metric import NodeMetricView, parse_node_metric
 from scheduler.loadaware.plugin import LoadAware, NodeLoad
 from scheduler.numa.topology import NodeTopology, parse_topology
 from scheduler.numa.usage import NumaUsage
-from scheduler.requests import pod_requests, value
+from scheduler.requests import GPU, pod_requests, value
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +239,22 @@ class ClusterCache:
     def node_names(self) -> list[str]:
         with self._lock:
             return list(self._nodes)
+
+    def gpus_by_model(self) -> dict[str, int]:
+        """GPU cards per value of the nodes' gpu-model label (FragmentationAware's model pressure:
+        :func:`scheduler.fgd.pressure`)."""
+        with self._lock:
+            states = list(self._nodes.values())
+        out: dict[str, int] = {}
+        for state in states:
+            with state.lock:
+                if state.node is None:
+                    continue
+                model = str(((state.node.get("metadata") or {}).get("labels") or {}).get(LABEL_GPU_MODEL, ""))
+                cards = len(state.devices.inventory.total(GPU))
+            if cards:
+                out[model] = out.get(model, 0) + cards
+        return out
 
     def get(self, name: str) -> NodeState | None:
         with self._lock:

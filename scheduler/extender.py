@@ -113,6 +113,8 @@ class Extender:
         self.cache = cache
         self.config = cache.config
         self.allocator = Allocator(self.config.strategy, self.config.device_weights)
+        if self.allocator.mix is not None:
+            self.allocator.mix.capacity = cache.gpus_by_model
         self.load_aware = cache.load_aware
         self.numa = NodeNUMAResource(self.config.numa)
         self._binder = binder

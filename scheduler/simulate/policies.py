@@ -12,7 +12,9 @@ and how the extender picks a GPU share's card at bind (DeviceShare's scoring str
 * ``best-fit``: the node left with the least free, GPU and cpu shares of the node summed; a share's card the
   tightest that fits;
 * ``deviceshare-least`` / ``deviceshare-most``: koord-scheduler's DeviceShare with LeastAllocated / MostAllocated;
-* ``fgd``: DeviceShare with FragmentationAware (:mod:`scheduler.fgd`), the workload mix learned online;
+* ``fgd``: DeviceShare with FragmentationAware (:mod:`scheduler.fgd`), the workload mix learned online, the
+  model pressure counted (``scarcity``);
+* ``fgd-plain``: ``fgd`` without the model pressure: fragmentation alone, as the paper measures it;
 * ``fgd-cpu``: ``fgd`` that also counts a tenth of the GPUs the node's free cpu and memory can no longer feed
   (:mod:`scheduler.fgd`'s ``stranding``): better on the default workload, worse where pods pin GPU models.
 
@@ -47,7 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.allocator import FRAGMENTATION_AWARE, LEAST_ALLOCATED, MOST_ALLOCATED
-from scheduler.fgd import WHOLE, NodeFree, Shape, WorkloadMix
+from scheduler.fgd import SCARCITY, WHOLE, NodeFree, Shape, WorkloadMix
 
 MAX_SPEC_CPU = 128_000       # the paper's normalization: its largest node's cpu (milli) ...
 MAX_SPEC_GPU = 8 * WHOLE     # ... and GPUs (milli)
@@ -96,8 +98,8 @@ class Policy:
     ``score`` is None) and the in-tree ``score`` that replaces them (higher is better; the best score wins, ties
     drawn at random, or with ``ranked_ties`` to the first node in the seed's ranking, as the paper's artifact).
     ``normalize``: scores min–max scaled to 0..100 in integers over the feasible nodes first; ``known_mix``: the
-    extender's FragmentationAware uses the target mix instead of learning one; ``stranding``: its weight of the GPUs
-    the cpu and memory left cannot feed (:mod:`scheduler.fgd`)."""
+    extender's FragmentationAware uses the target mix instead of learning one; ``stranding`` and ``scarcity``: its
+    weights of the GPUs the cpu and memory left cannot feed and of the model pressure (:mod:`scheduler.fgd`)."""
 
     name: str
     strategy: str = LEAST_ALLOCATED
@@ -107,6 +109,7 @@ class Policy:
     known_mix: bool = False
     ranked_ties: bool = False
     stranding: float = 0.0
+    scarcity: float = SCARCITY
 
 
 def kube_default(node: NodeView, ask: Ask, _mix: WorkloadMix) -> float:
@@ -204,6 +207,7 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("deviceshare-least", LEAST_ALLOCATED),
     Policy("deviceshare-most", MOST_ALLOCATED),
     Policy("fgd", FRAGMENTATION_AWARE),
+    Policy("fgd-plain", FRAGMENTATION_AWARE, scarcity=0.0),
     Policy("fgd-cpu", FRAGMENTATION_AWARE, stranding=0.1),
     Policy("paper-best-fit", MOST_ALLOCATED, score=paper_best_fit, normalize=True, ranked_ties=True),
     Policy("paper-dot-product", MOST_ALLOCATED, score=paper_dot_product, ranked_ties=True),

@@ -118,7 +118,7 @@ class Simulator:
         self._target.set(target or {})
         mix = self.extender.allocator.mix
         if mix is not None:
-            mix.stranding = policy.stranding
+            mix.stranding, mix.scarcity = policy.stranding, policy.scarcity
             if known_mix or policy.known_mix:
                 # FGD with the trace's workload known in advance, as the paper runs it (default: learned online)
                 mix.set(target or {})

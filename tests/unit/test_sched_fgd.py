@@ -10,6 +10,8 @@ from scheduler.cache import ClusterCache
 from scheduler.config import ExtenderConfig
 from scheduler.extender import Extender
 from scheduler.fgd import (
+    SCARCITY,
+    WHOLE,
     NodeFree,
     Shape,
     WorkloadMix,
@@ -18,6 +20,7 @@ from scheduler.fgd import (
     normalize,
     pinned_models,
     placements,
+    pressure,
     shape_of,
     typical,
 )
@@ -200,6 +203,65 @@ def test_fgd_keeps_room_for_the_common_shape_where_packing_fills_the_tight_node(
         placed[strategy] = got
     assert placed["MostAllocated"] == ["a", "b", None]
     assert placed["FragmentationAware"][0] == "b" and None not in placed["FragmentationAware"]
+
+
+def test_a_models_pressure_is_its_pinned_demand_share_over_its_capacity_share() -> None:
+    t4_only, either = Shape(4000, 0, WHOLE, 1, frozenset({"T4"})), Shape(4000, 0, 500, 1, frozenset({"T4", "V100"}))
+    mix = ((t4_only, 0.4), (either, 0.2), (Shape(4000, 0, WHOLE, 1), 0.4))
+    # GPU demand 400 + 100 + 400; T4 holds 2 of 10 cards, V100 2, G2 6
+    got = pressure(mix, {"T4": 2, "V100": 2, "G2": 6, "none": 0})
+    assert got == pytest.approx({"T4": (400 / 900) / 0.2 + (100 / 900) / 0.4, "V100": (100 / 900) / 0.4, "G2": 0.0})
+    assert pressure(((Shape(4000, 0, WHOLE, 1), 1.0),), {"T4": 2, "G2": 6}) == {"T4": 0.0, "G2": 0.0}
+
+
+def test_a_pod_pays_for_taking_a_more_crowded_model_than_it_had_to() -> None:
+    """Half the demand is pinned to T4, which holds a fifth of the cards: an unpinned pod's growth on a T4 node
+    gains its GPUs × T4's pressure; a T4-only pod pays nothing there; a pod that may use T4 or G2 pays as the
+    unpinned one; a node of a model the cluster does not count, and a pod without GPUs, pay nothing."""
+    t4_only, unpinned = Shape(4000, 0, WHOLE, 1, frozenset({"T4"})), Shape(4000, 0, WHOLE, 1)
+    mixes = []
+    for scarcity in (SCARCITY, 0.0):
+        mix = WorkloadMix(prior=(), scarcity=scarcity)
+        mix.capacity = lambda: {"T4": 2, "G2": 8}
+        mix.set({t4_only: 1.0, unpinned: 1.0})
+        mixes.append(mix)
+    mix, plain = mixes
+    crowded = (500 / 1000) / 0.2
+    t4, other = (NodeFree(64_000, BIG, (WHOLE, WHOLE), model) for model in ("T4", "A10"))
+    assert mix.best_growth(t4, unpinned) == pytest.approx(plain.best_growth(t4, unpinned) + SCARCITY * crowded * WHOLE)
+    assert mix.best_growth(t4, t4_only) == plain.best_growth(t4, t4_only)
+    assert mix.best_growth(t4, Shape(4000, 0, WHOLE, 1, frozenset({"T4", "G2"}))) == mix.best_growth(t4, unpinned)
+    assert mix.best_growth(other, unpinned) == plain.best_growth(other, unpinned)
+    assert mix.best_growth(t4, Shape(4000, 0)) == plain.best_growth(t4, Shape(4000, 0))
+
+
+def test_the_extender_keeps_a_crowded_models_cards_for_the_pods_pinned_to_it() -> None:
+    """Through the verbs, hand-worked: a T4 node with one card half used, two 8-card G2 nodes; a quarter of the
+    workload whole T4 cards (T4 holds a ninth of the cards: pressure 2.25), the rest whole cards anywhere. A half-card
+    pod fits the T4's half card exactly (ΔF −500 against +250 on a G2), so the paper's measure puts it on the T4;
+    the model pressure (+2.25 × 500) puts it on a G2 and keeps the T4 card for the pods that can run nowhere
+    else. The capacity per model comes from the cache."""
+    cache = ClusterCache(ExtenderConfig(strategy="FragmentationAware", max_score=100))
+    for name, model, cards in (("t4", "T4", 2), ("g2-a", "G2", 8), ("g2-b", "G2", 8)):
+        cache.on_node("ADDED", sc.node(name, labels={"node.koordinator.sh/gpu-model": model}))
+        cache.on_device("ADDED", sc.gpu_board(name, cards))
+    cache.on_pod("ADDED", sc.pod("held", {"koordinator.sh/gpu": "50"}, node_name="t4", annotations={
+        "scheduling.koordinator.sh/device-allocated":
+            '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"50","koordinator.sh/gpu-memory-ratio":"50"}}]}'
+    }))
+    assert cache.gpus_by_model() == {"T4": 2, "G2": 16}
+    ext = Extender(cache)
+    mix = ext.allocator.mix
+    assert mix is not None
+    pod = sc.pod("half", {"koordinator.sh/gpu": "50", "cpu": "1"})
+    args = {"Pod": pod, "Nodes": None, "NodeNames": ["t4", "g2-a"]}
+    best = {}
+    for scarcity in (SCARCITY, 0.0):
+        mix.scarcity = scarcity
+        mix.set({Shape(1000, 1 << 30, WHOLE, 1, frozenset({"T4"})): 1.0, Shape(1000, 1 << 30, WHOLE, 1): 3.0})
+        scores = {e["Host"]: e["Score"] for e in ext.prioritize(args)}
+        best[scarcity] = max(scores, key=scores.__getitem__)
+    assert best == {SCARCITY: "g2-a", 0.0: "t4"}
 
 
 def test_fragmentation_aware_is_selected_in_the_extenders_config() -> None:
