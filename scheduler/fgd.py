@@ -225,7 +225,8 @@ class WorkloadMix:
                  cpu_step: int = CPU_STEP, memory_step: int = MEMORY_STEP, coverage: float = LEARNED_COVERAGE,
                  stranding: float = 0.0, scarcity: float = SCARCITY) -> None:
         self.stranding, self.scarcity = stranding, scarcity
-        # GPU cards per model (the gpu-model label) in the cluster, read at each refresh: the model pressure
+        # GPU cards per model (the gpu-model label) in the cluster, read at each refresh for the model pressure;
+        # called under this mix's lock, so it must not call back into the mix (the cache's gpus_by_model does not)
         self.capacity: Callable[[], Mapping[str, int]] | None = None
         self._pressure: dict[str, float] = {}
         self._coverage = coverage
