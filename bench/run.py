@@ -71,7 +71,7 @@ BENCHES = (
     Bench("http_scrapes", "HTTP server: concurrent scrapes, slow clients (issue 18)"),
     Bench("churn_state", "State under pod churn (issue 18)"),
     Bench("cri_create", "CreateContainer through a real containerd, with and without the plugin (issue 19)"),
-    Bench("sched_extender", "Companion scheduler: extender verbs, bind, throughput (issue 22)"),
+    Bench("sched_extender", "Companion scheduler: extender verbs, bind, throughput (issues 22, 33)"),
     Bench("sched_simulate", "Scheduling quality on the FGD paper's protocol, 3 seeds (issues 23, 33)",
           ("--seeds", "3", "--policies", "fgd,fgd-plain,fgd-cpu,paper-fgd,paper-best-fit")),
     Bench("sched_simulate_paper", "Scheduling quality on the FGD paper's protocol, its 10 seeds (issue 33)",
