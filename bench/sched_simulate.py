@@ -42,6 +42,11 @@ BEST_FIT_WITHIN = 0.5        # points
 BEYOND = 0.10                # item 5: the share fewer unallocated GPUs than FGD without the model pressure
 
 
+def _at100(runs: dict[str, list[protocol.Run]], policy: str, measure: str = "unallocated") -> protocol.Spread | None:
+    """A policy's measure at 100 % arrived load over its seeds (None: not run)."""
+    return protocol.spread(runs[policy], 100, measure) if policy in runs else None
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=3, help="seeds per policy and workload (the paper: 10)")
@@ -72,11 +77,8 @@ def main() -> None:
         report.write_outputs(results, os.path.join(out, workload))
         runs = results.by_policy()
 
-        def at100(policy: str, measure: str = "unallocated",
-                  runs: dict[str, list[protocol.Run]] = runs) -> protocol.Spread | None:
-            return protocol.spread(runs[policy], 100, measure) if policy in runs else None
-        summary.append((workload, at100("fgd"), paper_fgd, at100("paper-best-fit"), paper_best_fit,
-                        at100("fgd-plain"), at100("fgd", "failed"), at100("fgd-plain", "failed")))
+        summary.append((workload, _at100(runs, "fgd"), paper_fgd, _at100(runs, "paper-best-fit"), paper_best_fit,
+                        _at100(runs, "fgd-plain"), _at100(runs, "fgd", "failed"), _at100(runs, "fgd-plain", "failed")))
         print(flush=True)
     print(f"GPU capacity unallocated at 100 % arrived load: ours (median [min-max] of {args.seeds} seeds, generated "
           "workloads) vs the paper's (median of 10 seeds, production lists)")

@@ -132,6 +132,7 @@ class NodeState:
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     allocatable: tuple[int, int] = (0, 0)                            # cpu (milli), memory: from ``node``
+    gpu_model: str = ""                                              # its gpu-model label: from ``node``
     stale_at: float = math.inf                                       # when ``metric`` expires (LoadAware)
     answers: Answers = field(default_factory=Answers)                # the cache's: what was answered about nodes
 
@@ -146,6 +147,7 @@ class NodeState:
 
     def set_node(self, node: dict[str, Any]) -> None:
         self.node = node
+        self.gpu_model = str(((node.get("metadata") or {}).get("labels") or {}).get(LABEL_GPU_MODEL, ""))
         self.devices.set_inventory(parse_device(self.device_cr, node))
         self.topology = parse_topology(self.nrt, node) if self.nrt is not None else None
         status = (node.get("status") or {}).get("allocatable") or {}
@@ -250,8 +252,7 @@ class ClusterCache:
             with state.lock:
                 if state.node is None:
                     continue
-                model = str(((state.node.get("metadata") or {}).get("labels") or {}).get(LABEL_GPU_MODEL, ""))
-                cards = len(state.devices.inventory.total(GPU))
+                model, cards = state.gpu_model, len(state.devices.inventory.total(GPU))
             if cards:
                 out[model] = out.get(model, 0) + cards
         return out

@@ -254,7 +254,7 @@ class Extender:
         w = self.config.weights
         device = packed = None
         if shape is not None:
-            device = self.allocator.growth(state.devices, shape, *state.free(), _gpu_model(state.node or {}))
+            device = self.allocator.growth(state.devices, shape, *state.free(), state.gpu_model)
             if device is not None:
                 packed = _packed(state, shape)
         elif request and state.devices.inventory.devices:
@@ -448,10 +448,6 @@ def _device_scores(names: list[str], parts: list[_NodeScore | None], fragmentati
     top = max((p.device for p in parts if p is not None and p.device is not None), default=0)
     return [p.device * 100 / top if top and p is not None and p.device is not None else 0.0 for p in parts]
 
-
-def _gpu_model(node: Mapping[str, Any]) -> str:
-    """The node's GPU model label (what a pod's model pin is matched against)."""
-    return str(((node.get("metadata") or {}).get("labels") or {}).get(wire.LABEL_GPU_MODEL, ""))
 
 
 def _packed(state: NodeState, shape: fgd.Shape) -> float:

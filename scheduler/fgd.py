@@ -230,6 +230,7 @@ class WorkloadMix:
         # called under this mix's lock, so it must not call back into the mix (the cache's gpus_by_model does not)
         self.capacity: Callable[[], Mapping[str, int]] | None = None
         self._pressure: dict[str, float] = {}
+        self._floors: dict[frozenset[str], float] = {}
         self._coverage = coverage
         self._decay = math.pow(0.5, 1.0 / half_life)
         self._max_shapes, self._refresh_every = max_shapes, refresh_every
@@ -282,7 +283,9 @@ class WorkloadMix:
 
     def _refresh(self) -> None:
         self.snapshot = tuple(typical(self._weights, self._coverage).items())
-        self._pressure = pressure(self.snapshot, self.capacity()) if self.capacity is not None else {}
+        crowded = pressure(self.snapshot, self.capacity()) if self.capacity is not None else {}
+        self._pressure = crowded if any(crowded.values()) else {}      # no pins: nothing to charge
+        self._floors = {}
         self.version += 1
         self._memo = {}
 
@@ -311,11 +314,19 @@ class WorkloadMix:
         growth = min(self.fragmentation(n) for n in after) - before
         crowded = self._pressure
         if crowded and shape.gpus:
-            lows = [crowded[m] for m in shape.models or crowded if m in crowded]
-            excess = crowded.get(node.model, 0.0) - min(lows, default=0.0)
+            excess = crowded.get(node.model, 0.0) - self._floor(shape.models)
             if excess > 0:
                 growth += self.scarcity * excess * shape.gpu_milli * shape.gpus
         return growth
+
+    def _floor(self, models: frozenset[str]) -> float:
+        """The lowest pressure among ``models`` (empty: any model), remembered until the next refresh."""
+        floors = self._floors
+        low = floors.get(models)
+        if low is None:
+            crowded = self._pressure
+            low = floors[models] = min((crowded[m] for m in models or crowded if m in crowded), default=0.0)
+        return low
 
 
 def pressure(mix: Mix, capacity: Mapping[str, int]) -> dict[str, float]:

@@ -47,7 +47,6 @@ from scheduler.trace import cluster, records
 
 log = logging.getLogger(__name__)
 
-LABEL_MODEL = wire.LABEL_GPU_MODEL
 
 
 @dataclass
@@ -114,6 +113,7 @@ class Simulator:
                                                  weights=PluginWeights(1, 0, 0)))
         self.extender = Extender(self.cache)
         # the target mix's shapes are the trace's own, cpu exact; fragmentation as the paper measures it
+        # the target arrives cut to the paper's 95 % (protocol.target_mix): this mix keeps it whole, not cut twice
         self._target = WorkloadMix(prior=(), cpu_step=1, memory_step=1)
         self._target.set(target or {})
         mix = self.extender.allocator.mix
@@ -146,7 +146,7 @@ class Simulator:
         for name in names:
             state = self.cache.get(name)
             assert state is not None and state.node is not None
-            self._model[name] = ((state.node.get("metadata") or {}).get("labels") or {}).get(LABEL_MODEL, "")
+            self._model[name] = state.gpu_model
             self._allocatable[name] = state.allocatable
             self._kinds[name] = Counter()
             self.capacity += WHOLE * len(state.devices.inventory.total(GPU))

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 
 import pytest
 
 from doubles import schedcluster as sc
 from scheduler.cache import ClusterCache
+from scheduler.config import ExtenderConfig
 from scheduler.extender import NOT_SYNCED, UNKNOWN_NODE, Extender
 
 GPU_ALLOC = "scheduling.koordinator.sh/device-allocated"
 
 
-def _cluster(boards: int = 2, gpus: int = 8, nics: int = 0) -> ClusterCache:
-    cache = ClusterCache()
+def _cluster(boards: int = 2, gpus: int = 8, nics: int = 0, *, clock: Callable[[], float] | None = None,
+             assume_ttl: float = 30) -> ClusterCache:
+    """``boards`` GPU nodes n0, n1, ...; with ``clock``, assumptions expire ``assume_ttl`` seconds later on it."""
+    cache = ClusterCache() if clock is None else ClusterCache(ExtenderConfig(assume_ttl=assume_ttl), clock=clock)
     for i in range(boards):
         name = f"n{i}"
         cache.on_node("ADDED", sc.node(name))
@@ -114,7 +118,6 @@ def test_prioritize_returns_integer_scores_in_extender_range_for_every_sent_node
     spread = Extender(cache).prioritize(_args(pod, ["n0", "n1"]))
     assert [e["Host"] for e in spread] == ["n0", "n1"]
     assert all(isinstance(e["Score"], int) and 0 <= e["Score"] <= 10 for e in spread)
-    from scheduler.config import ExtenderConfig
     packing = ClusterCache(ExtenderConfig(strategy="MostAllocated"))
     for kind, handler in (("node", packing.on_node), ("device", packing.on_device)):
         for state in (cache.get("n0"), cache.get("n1")):
@@ -177,10 +180,7 @@ def test_bind_that_no_longer_fits_fails_so_kube_retries() -> None:
 
 def test_watch_confirmation_replaces_the_assumption_and_expiry_drops_an_unconfirmed_one() -> None:
     now = [0.0]
-    from scheduler.config import ExtenderConfig
-    cache = ClusterCache(ExtenderConfig(assume_ttl=30), clock=lambda: now[0])
-    cache.on_node("ADDED", sc.node("n0"))
-    cache.on_device("ADDED", sc.gpu_board("n0", 2))
+    cache = _cluster(1, gpus=2, clock=lambda: now[0])
     binds = Binds()
     ext = Extender(cache, binder=binds)
     a, b = sc.pod("a", {"nvidia.com/gpu": "1"}), sc.pod("b", {"nvidia.com/gpu": "1"})

@@ -11,7 +11,7 @@ from doubles import schedcluster as sc
 from scheduler.cache import ClusterCache
 from scheduler.config import ExtenderConfig
 from scheduler.extender import UNKNOWN_NODE, Extender
-from tests.unit.test_sched_extender import GPU_ALLOC, Binds, _args
+from tests.unit.test_sched_extender import GPU_ALLOC, Binds, _args, _cluster
 from tests.unit.test_sched_loadaware import NOW, metric
 from tests.unit.test_sched_numa import detail, nrt
 
@@ -81,9 +81,7 @@ def test_a_pod_moved_between_nodes_frees_the_first_and_fills_the_second() -> Non
 
 def test_bind_assumes_at_once_and_a_failed_or_expired_binding_gives_the_card_back() -> None:
     now = [0.0]
-    cache = ClusterCache(ExtenderConfig(assume_ttl=30), clock=lambda: now[0])
-    cache.on_node("ADDED", sc.node("n0"))
-    cache.on_device("ADDED", sc.gpu_board("n0", 1))
+    cache = _cluster(1, gpus=1, clock=lambda: now[0])
     binds = Binds()
     ext = Extender(cache, binder=binds)
     asks = {"nvidia.com/gpu": "1"}
