@@ -8,8 +8,9 @@
    *Replicas*: every pod another replica of one workload (the steady state: a node's answer is remembered until
    it changes). *New shape*: every pod unlike any before it (every node decided afresh: a workload's first pod).
    Floor, interleaved call by call: the same two POSTs to a handler that answers without deciding (transport and
-   JSON of the same bodies). Beside, the CPU time the extender's two handlers took (JSON in, decision, JSON out),
-   which the machine's other load changes much less than the wall time.
+   JSON of the same bodies; answered on the server's loop, as ``serve`` answers filter and prioritize). Beside,
+   the CPU time the extender's two handlers took (JSON in, decision, JSON out), which the machine's other load
+   changes much less than the wall time.
 2. bind: allocate under the node lock, assume, POST the Binding to the API server double (real HTTP), p50/p99.
 3. pods/s through the kube-scheduler double (in-tree NodeResourcesFit, binding to the API server double) over 200
    nodes (every node scored) and 5,000 nodes (kube's adaptive 10 %: 500 names per cycle), without and with the
@@ -52,7 +53,7 @@ from koordlet.states.kubeapi import KubeApi
 from scheduler.cache import ClusterCache
 from scheduler.cli import make_binder
 from scheduler.extender import Extender
-from scheduler.server import ExtenderMetrics, handlers, serve
+from scheduler.server import COMPUTING, DEFAULT_PREFIX, ExtenderMetrics, handlers, serve, verb_path
 
 GPU_ALLOC = "scheduling.koordinator.sh/device-allocated"
 NOW = "2026-11-28T10:00:00Z"
@@ -127,10 +128,12 @@ def _serve_in_child(cache: ClusterCache, conn: Connection) -> None:
         return run
 
     verbs.update({path: timed(verbs[path]) for path in ("/scheduler/filter", "/scheduler/prioritize")})
-    server = HttpServer(("127.0.0.1", 0), metrics.registry, lambda: (True, "ok"), posts=verbs)
-    floor = HttpServer(("127.0.0.1", 0), ExtenderMetrics().registry, lambda: (True, "ok"),
-                       posts={f"/floor/{v}": (lambda body: (200, b'{"NodeNames":[],"Error":""}'))
-                              for v in ("filter", "prioritize")})
+    server = HttpServer(("127.0.0.1", 0), metrics.registry, lambda: (True, "ok"), posts=verbs,
+                        inline=frozenset(verb_path(DEFAULT_PREFIX, v) for v in COMPUTING))
+    floor_verbs = {verb_path("/floor", v): (lambda body: (200, b'{"NodeNames":[],"Error":""}'))
+                   for v in ("filter", "prioritize")}
+    floor = HttpServer(("127.0.0.1", 0), ExtenderMetrics().registry, lambda: (True, "ok"), posts=floor_verbs,
+                       inline=frozenset(floor_verbs))
     server.start()
     floor.start()
     conn.send((server.address, floor.address))

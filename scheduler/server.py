@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "/scheduler"
 VERBS = ("filter", "prioritize", "bind", "preempt")
+COMPUTING = ("filter", "prioritize", "preempt")     # decide from the cache alone: answered on the server's loop
 
 
 class ExtenderMetrics:
@@ -81,8 +82,11 @@ def handlers(extender: Extender, metrics: ExtenderMetrics, prefix: str = DEFAULT
 
         return handle
 
-    base = prefix.rstrip("/")
-    return {f"{base}/{verb}": handler(verb) for verb in VERBS}
+    return {verb_path(prefix, verb): handler(verb) for verb in VERBS}
+
+
+def verb_path(prefix: str, verb: str) -> str:
+    return f"{prefix.rstrip('/')}/{verb}"
 
 
 def _readiness(extender: Extender) -> Callable[[], tuple[bool, str]]:
@@ -96,8 +100,10 @@ def serve(extender: Extender, addr: tuple[str, int], prefix: str = DEFAULT_PREFI
           metrics: ExtenderMetrics | None = None) -> HttpServer:
     """Start serving the verbs and the GET pages (in a background thread) and return the server."""
     metrics = metrics or ExtenderMetrics()
+    # bind waits for the API server, so it goes to a worker; the other verbs only compute (under a node's lock for
+    # one node's decision at a time) and are answered on the loop, without the hand-off
     server = HttpServer(addr, metrics.registry, _readiness(extender), posts=handlers(extender, metrics, prefix),
-                        workers=8)
+                        workers=8, inline=frozenset(verb_path(prefix, v) for v in COMPUTING))
     server.start()
     return server
 
