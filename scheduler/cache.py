@@ -192,14 +192,15 @@ class NodeState:
         old = self.pods.get(uid)
         self.pods[uid] = pod
         at = self.since.setdefault(uid, assigned_at)
-        if old is None or not _same_holdings(old, pod):
+        holdings = old is None or not _same_holdings(old, pod)
+        if holdings:
             if old is not None:
                 self._add_requests(old, -1)
             self._add_requests(pod, 1)
             self.devices.add_pod(pod)
             self.numa.add(pod)
-        self.load.add(pod, at)
-        self.changed()
+        if self.load.add(pod, at) or holdings:      # the watch confirming an assumed pod changes neither
+            self.changed()
 
     def uncount(self, uid: str) -> None:
         self.since.pop(uid, None)

@@ -414,25 +414,33 @@ class NodeLoad:
         self._generation = 0
         self._derived: tuple[NodeMetricView, int, _MetricVectors, LoadTotals] | None = None
 
-    def add(self, pod: Mapping[str, Any], assigned_at: float) -> None:
-        """Add (or replace, by uid) a pod bound or assumed to this node. ``assigned_at`` is when this scheduler
-        assumed it; the pod's PodScheduled condition time wins when it has one. A terminated pod (Succeeded or
-        Failed) is removed instead; koord-scheduler's reserve pods are not counted. ValueError without a uid."""
+    def add(self, pod: Mapping[str, Any], assigned_at: float) -> bool:
+        """Add (or replace, by uid) a pod bound or assumed to this node; whether that changed what the node
+        counts (the watch's copy of a pod this scheduler assumed usually does not). ``assigned_at`` is when this
+        scheduler assumed it; the pod's PodScheduled condition time wins when it has one. A terminated pod
+        (Succeeded or Failed) is removed instead; koord-scheduler's reserve pods are not counted. ValueError
+        without a uid."""
         meta = pod.get("metadata") or {}
         uid = meta.get("uid")
         if not isinstance(uid, str) or not uid:
             raise ValueError("pod has no metadata.uid")
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            self.remove(uid)
-            return
+            return self.remove(uid)
         if (meta.get("annotations") or {}).get(ANNOTATION_RESERVE_POD) == "true":
-            return
-        self._pods[uid] = self._plugin._assigned(pod, assigned_at)
+            return False
+        assigned = self._plugin._assigned(pod, assigned_at)
+        if self._pods.get(uid) == assigned:
+            return False
+        self._pods[uid] = assigned
         self._generation += 1
+        return True
 
-    def remove(self, uid: str) -> None:
-        if self._pods.pop(uid, None) is not None:
-            self._generation += 1
+    def remove(self, uid: str) -> bool:
+        """Forget a pod; whether it was counted."""
+        if self._pods.pop(uid, None) is None:
+            return False
+        self._generation += 1
+        return True
 
     def __len__(self) -> int:
         return len(self._pods)

@@ -103,6 +103,31 @@ def test_bind_assumes_at_once_and_a_failed_or_expired_binding_gives_the_card_bac
     assert _fits(ext, _replica(4, asks))                     # forgotten: the card is free again
 
 
+def test_the_watch_confirming_a_bound_pod_keeps_the_nodes_answers_and_a_different_copy_drops_them() -> None:
+    cache = _gpu_node(2)
+    binds = Binds()
+    ext = Extender(cache, binder=binds)
+    decided = Decisions(ext)
+    asks = {"nvidia.com/gpu": "1"}
+    pod = _replica(0, asks)
+    cache.on_pod("ADDED", pod)
+    assert ext.bind({"PodName": pod["metadata"]["name"], "PodNamespace": "default",
+                     "PodUID": pod["metadata"]["uid"], "Node": "n0"}) == {"Error": ""}
+    assert _fits(ext, _replica(1, asks)) and decided.count == 1
+    stored = json.loads(json.dumps(pod))          # what the API server stores after the Binding
+    stored["spec"]["nodeName"] = "n0"
+    stored["metadata"]["annotations"] = binds.calls[0][4]
+    cache.on_pod("MODIFIED", stored)
+    assert _fits(ext, _replica(2, asks)) and decided.count == 1    # nothing the node holds changed
+    moved = json.loads(json.dumps(stored))
+    moved["metadata"]["annotations"] = {GPU_ALLOC: WHOLE_CARD % 1}    # another card than the one assumed
+    cache.on_pod("MODIFIED", moved)
+    assert _fits(ext, _replica(3, asks)) and decided.count == 2
+    other = sc.pod("other", asks, node_name="n0", annotations={GPU_ALLOC: WHOLE_CARD % 0})
+    cache.on_pod("ADDED", other)
+    assert not _fits(ext, _replica(4, asks)) and decided.count == 3
+
+
 def test_device_cr_node_and_nrt_changes_are_seen_by_the_next_filter() -> None:
     cache = _gpu_node(2)
     ext = Extender(cache)
