@@ -46,29 +46,71 @@ log = logging.getLogger(__name__)
 
 _TERMINAL = ("Succeeded", "Failed")
 MEMO_KEYS = 32              # questions whose answers are kept: a few pod shapes are in play at once
-Answer = tuple[Any, float, bool]    # (answer, when the node's metric expires, whether it had when answered)
+
+
+class Table(dict[str, Any]):
+    """One question's answers, node name -> answer, read without a lock (a filter asks about hundreds of nodes:
+    one C-level lookup each). An answer is written under its node's lock and every write to the node's state
+    drops the node's answers under that lock, so an answer read here is the one the node as it is now gives (or,
+    read while a change is being written, the one from just before it).
+
+    The one thing that changes with time alone is a NodeMetric's expiry: an answer given while the node's metric
+    was fresh no longer holds once it expires. Those expiries are kept beside the answers, and the answers that
+    passed theirs are swept out when the earliest one passes (rarely: a metric is renewed, dropping the answers,
+    long before it expires)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._expiring: dict[str, float] = {}       # node -> when its answer stops holding
+        self._next = math.inf                       # the earliest of them (or earlier: a dropped answer's)
+        self._lock = threading.Lock()               # puts and sweeps
+
+    def read(self, names: list[str], now: float) -> list[Any]:
+        """The answers for ``names`` that hold at ``now``, None where there is none."""
+        if now >= self._next:
+            self._sweep(now)
+        return list(map(self.get, names))
+
+    def put(self, name: str, answer: Any, stale_at: float, now: float) -> None:
+        """Keep the answer the node gave at ``now``, its metric expiring at ``stale_at`` (the caller holds the
+        node's lock)."""
+        with self._lock:
+            self[name] = answer
+            if now < stale_at < math.inf:
+                self._expiring[name] = stale_at
+                self._next = min(self._next, stale_at)
+            else:
+                self._expiring.pop(name, None)
+
+    def drop(self, name: str) -> None:
+        """The node changed (the caller holds its lock)."""
+        self.pop(name, None)
+        self._expiring.pop(name, None)
+
+    def _sweep(self, now: float) -> None:
+        with self._lock:
+            for name, stale_at in list(self._expiring.items()):
+                if stale_at <= now:
+                    self._expiring.pop(name, None)
+                    self.pop(name, None)
+            self._next = min(self._expiring.values(), default=math.inf)
 
 
 class Answers:
-    """What the extender answered for each node, by question (a verb and a pod key), kept until the node changes.
-
-    One table per question, node name -> :data:`Answer`, read without a lock (one dict lookup per node: a filter
-    asks about hundreds); an answer is written under its node's lock and every write to the node's state drops
-    the node's answers under that lock, so an answer read here is the one the node as it is now gives (or, read
-    while a change is being written, the one from just before it). An answer also holds while the node's
-    NodeMetric stays on the same side of its expiry, the one thing that changes with time alone."""
+    """What the extender answered for each node, by question (a verb and a pod key): one :class:`Table` per
+    question, the least recently asked dropped when there are ``keys``."""
 
     def __init__(self, keys: int = MEMO_KEYS) -> None:
-        self._tables: dict[Hashable, dict[str, Answer]] = {}
+        self._tables: dict[Hashable, Table] = {}
         self._keys = keys
         self._lock = threading.Lock()
 
-    def table(self, question: Hashable) -> dict[str, Answer]:
+    def table(self, question: Hashable) -> Table:
         """The question's table, made the most recently used (the least recently used is dropped when full)."""
         with self._lock:
             table = self._tables.pop(question, None)
             if table is None:
-                table = {}
+                table = Table()
                 if len(self._tables) >= self._keys:
                     del self._tables[next(iter(self._tables))]
             self._tables[question] = table
@@ -77,7 +119,7 @@ class Answers:
     def forget(self, name: str) -> None:
         """Drop the node's answers to every question (the caller holds the node's lock)."""
         for table in list(self._tables.values()):
-            table.pop(name, None)
+            table.drop(name)
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:

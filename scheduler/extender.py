@@ -170,27 +170,24 @@ class Extender:
     def _per_node(self, names: list[str], question: Hashable, now: float,
                   decide: Callable[[NodeState], T]) -> list[T | None]:
         """``decide(state)`` for each named node under its lock (None for a node not in the cache), kept in the
-        cache's :class:`~scheduler.cache.Answers` until the node changes: between two pods of one workload only
-        the node the first landed on does, so the others cost a dict lookup (bind decides again under the
-        lock)."""
+        cache's :class:`~scheduler.cache.Table` for the question until the node changes: between two pods of one
+        workload only the node the first landed on does, so the others cost a dict lookup (bind decides again
+        under the lock)."""
         table = self.cache.answers.table(question)
-        out: list[T | None] = []
-        for name in names:
-            known = table.get(name)
-            if known is not None and (now >= known[1]) == known[2]:
-                out.append(known[0])
+        out: list[T | None] = table.read(names, now)
+        if None not in out:
+            return out
+        for i, name in enumerate(names):
+            if out[i] is not None:
                 continue
             state = self.cache.get(name)
             if state is None:
-                out.append(None)
                 continue
             with state.lock:
                 if state.node is None:
-                    out.append(None)
                     continue
-                answer = decide(state)
-                table[name] = (answer, state.stale_at, now >= state.stale_at)
-            out.append(answer)
+                out[i] = answer = decide(state)
+                table.put(name, answer, state.stale_at, now)
         return out
 
     def _check_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, state: NodeState,

@@ -5,6 +5,7 @@ pods that differ in anything the plugins read must not share answers."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from doubles import schedcluster as sc
@@ -218,11 +219,27 @@ def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> Non
 def test_the_least_recently_asked_question_is_the_one_dropped() -> None:
     from scheduler.cache import Answers
     answers = Answers(keys=2)
-    answers.table("a")["n0"] = ("A", 0.0, False)
-    answers.table("b")["n0"] = ("B", 0.0, False)
-    assert answers.table("a") == {"n0": ("A", 0.0, False)}     # asked again: now the most recent
+    answers.table("a").put("n0", "A", math.inf, NOW)
+    answers.table("b").put("n0", "B", math.inf, NOW)
+    assert answers.table("a").read(["n0"], NOW) == ["A"]      # asked again: now the most recent
     answers.table("c")
     assert answers.table("a") and not answers.table("b")
+
+
+def test_an_answer_given_on_a_fresh_metric_lapses_when_it_expires_and_one_given_on_an_expired_one_stays() -> None:
+    from scheduler.cache import Table
+    table = Table()
+    table.put("fresh", "F", NOW + 10, NOW)
+    table.put("late", "L", NOW + 20, NOW)
+    table.put("expired", "E", NOW - 1, NOW)
+    table.put("no-metric", "N", math.inf, NOW)
+    names = ["fresh", "late", "expired", "no-metric", "unknown"]
+    assert table.read(names, NOW + 9.9) == ["F", "L", "E", "N", None]
+    assert table.read(names, NOW + 10) == [None, "L", "E", "N", None]
+    table.put("fresh", "F2", NOW + 70, NOW + 10)                  # a renewed metric, answered again
+    table.drop("late")                                          # the node changed before its metric expired
+    assert table.read(names, NOW + 30) == ["F2", None, "E", "N", None]
+    assert table.read(names, NOW + 70) == [None, None, "E", "N", None]
 
 
 def test_the_watchs_copy_of_an_assumed_pod_is_read_again_only_where_it_differs() -> None:
