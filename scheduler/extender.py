@@ -233,16 +233,12 @@ class Extender:
         shape = shape_of(pod, request) if mix is not None else None
         key = ("score", asked.key, mix.version if mix is not None else 0)
         parts = self._per_node(names, key, now, partial(self._score_node, pod, request, shape, now))
-        device = _device_scores(names, parts, shape is not None) if request or shape is not None else None
+        if not request and shape is None:          # DeviceShare has no say: the other plugins' mean
+            return [p.others / p.weight if p is not None and p.weight else 0.0 for p in parts]
         share = w.device_share
-        out = []
-        for i, part in enumerate(parts):
-            total, weight = (part.others, part.weight) if part is not None else (0.0, 0)
-            if device is not None:
-                total += share * device[i]
-                weight += share
-            out.append(total / weight if weight else 0.0)
-        return out
+        device = _device_scores(names, parts, shape is not None)
+        return [(p.others + share * d) / (p.weight + share) if p is not None and p.weight + share else 0.0
+                for p, d in zip(parts, device, strict=True)]
 
     def _score_node(self, pod: Mapping[str, Any], request: PodDeviceRequest, shape: fgd.Shape | None, now: float,
                     state: NodeState) -> _NodeScore:
