@@ -517,6 +517,32 @@ def test_post_endpoints_read_the_body_and_keep_the_connection() -> None:
         s.stop()
 
 
+def test_inline_post_handlers_run_on_the_loop_and_the_others_on_a_worker() -> None:
+    threads: dict[str, str] = {}
+
+    def recording(path: str):
+        def handle(body: bytes) -> tuple[int, bytes]:
+            threads[path] = threading.current_thread().name
+            return 200, b"x" * (server_mod.CHUNK + 1 if path == "/big" else 1)
+        return handle
+
+    posts = {p: recording(p) for p in ("/compute", "/big", "/waits")}
+    s = HttpServer(("127.0.0.1", 0), CollectorRegistry(), lambda: (True, "ok"), posts=posts,
+                   inline=frozenset({"/compute", "/big", "/not-a-post"}))
+    s.start()
+    try:
+        conn = http.client.HTTPConnection(*s.address, timeout=5)
+        for path in posts:
+            conn.request("POST", path, b"{}")
+            response = conn.getresponse()
+            assert response.status == 200 and len(response.read()) == (server_mod.CHUNK + 1 if path == "/big" else 1)
+        conn.close()
+    finally:
+        s.stop()
+    assert threads == {"/compute": "http", "/big": "http", "/waits": threads["/waits"]}
+    assert threads["/waits"].startswith("http-worker")
+
+
 def test_accepted_connections_send_without_nagle_delay() -> None:
     """A kept-alive response is written as head then body; with Nagle's algorithm on the server socket the body
     waits for the client's delayed ACK of the head (40 ms per call, which an extender's caller pays on every verb).
