@@ -78,13 +78,21 @@ TRACE_MULTI_POD_SHAPES: tuple[tuple[PodShape, float], ...] = (     # several GPU
     (PodShape(11000, 40960), 18), (PodShape(8025, 32896), 18), (PodShape(8050, 33024), 9), (PodShape(8100, 33280), 7),
     (PodShape(8000, 32768), 6), (PodShape(15000, 92160), 3), (PodShape(3000, 32768), 3), (PodShape(15100, 80384), 3),
     (PodShape(15050, 80128), 3), (PodShape(8700, 21504), 2), (PodShape(15025, 80000), 2), (PodShape(7000, 30000), 1))
-# openb_pod_list_gpuspec33.csv: the gpu_spec sets of its 2,388 constrained GPU pods (a repeated model merged)
-TRACE_GPU_SPECS: tuple[tuple[tuple[str, ...], float], ...] = (
-    (("T4",), 1291), (("G2",), 331), (("P100",), 279), (("V100M16", "V100M32"), 163),
-    (("P100", "V100M16", "V100M32"), 103), (("G3",), 86), (("G2", "P100", "T4", "V100M16", "V100M32"), 39),
-    (("P100", "T4", "V100M16", "V100M32"), 33), (("A10", "G2", "T4", "V100M16", "V100M32"), 24),
-    (("V100M32",), 20), (("A10", "T4"), 6), (("P100", "V100M16"), 4),
-    (("A10", "G2", "P100", "T4", "V100M16", "V100M32"), 3), (("T4", "V100M16", "V100M32"), 3), (("V100M16",), 3))
+# openb_pod_list_gpuspec33.csv is openb_pod_list_default.csv with a gpu_spec on 2,388 of its 7,064 GPU pods, and which
+# models a pod pins depends on its kind: per kind (a share of one GPU, one whole GPU, several GPUs), its GPU pods in
+# the list and the gpu_spec sets of the pinned ones with their counts (a repeated model merged). Within a kind the
+# pinned pods ask what the others do (mean cpu and gpu_milli within 1 %).
+SpecTable = tuple[tuple[tuple[str, ...], float], ...]
+TRACE_GPU_SPECS: tuple[tuple[str, float, SpecTable], ...] = (
+    ("share", 3078, ((("T4",), 593), (("P100",), 278), (("G2", "P100", "T4", "V100M16", "V100M32"), 13))),
+    ("whole", 3911, (
+        (("T4",), 698), (("G2",), 321), (("V100M16", "V100M32"), 156), (("P100", "V100M16", "V100M32"), 102),
+        (("G3",), 80), (("P100", "T4", "V100M16", "V100M32"), 33), (("G2", "P100", "T4", "V100M16", "V100M32"), 26),
+        (("A10", "G2", "T4", "V100M16", "V100M32"), 24), (("V100M32",), 18), (("A10", "T4"), 6),
+        (("P100", "V100M16"), 4), (("A10", "G2", "P100", "T4", "V100M16", "V100M32"), 3), (("V100M16",), 3),
+        (("P100",), 1), (("T4", "V100M16", "V100M32"), 1))),
+    ("multi", 75, ((("G2",), 10), (("V100M16", "V100M32"), 7), (("G3",), 6), (("T4", "V100M16", "V100M32"), 2),
+                   (("V100M32",), 2), (("P100", "V100M16", "V100M32"), 1))))
 TRACE_QOS: tuple[tuple[str, float], ...] = (("LS", 4647), ("BE", 3398), ("Burstable", 100), ("Guaranteed", 7))
 
 
@@ -103,7 +111,11 @@ class Marginals:
       tail left out (the tables above say how much they cover); for multi-GPU pods the pair is per GPU.
     * ``gpu_spec_share`` 0: the default trace has no model constraints, and it is the workload on which the paper
       reports its headline result. Production has about a third (the trace's gpuspec33 variant: 2,388 of 7,064 GPU
-      pods, 0.338); ``gpu_specs`` are that variant's sets with their counts.
+      pods, 0.338); ``gpu_specs`` are that variant's sets with their counts, per pod kind, as the variant pins
+      them: a GPU share pins T4 or P100 (never G2 alone), a whole GPU mostly T4, G2 or V100s. A kind's pods pin a
+      model with probability ``1 - (1 - gpu_spec_share) ** k``, ``k`` such that at the variant's overall share
+      (0.338) each kind pins its own share in the variant (shares 28.7 %, one GPU 37.7 %, several 37.3 %): 0 and 1
+      stay none and all.
     * ``qos``: LS / BE / Burstable / Guaranteed as counted (the simulator does not read it).
     * arrivals: exponential gaps with the trace's mean (1,583 s over 8,152 pods; its median is 161 s, bursty, which
       an arrival-order simulation does not see); lifetimes lognormal with the trace's median 540 s and log-sd 1.88.
@@ -125,7 +137,7 @@ class Marginals:
     whole_pod_shapes: tuple[tuple[PodShape, float], ...] = TRACE_WHOLE_POD_SHAPES
     multi_gpu_pod_shapes: tuple[tuple[PodShape, float], ...] = TRACE_MULTI_POD_SHAPES
     gpu_spec_share: float = 0.0
-    gpu_specs: tuple[tuple[tuple[str, ...], float], ...] = TRACE_GPU_SPECS
+    gpu_specs: tuple[tuple[str, float, SpecTable], ...] = TRACE_GPU_SPECS
     qos: tuple[tuple[str, float], ...] = TRACE_QOS
     mean_interarrival_s: float = 1583.0
     lifetime_median_s: float = 540.0
@@ -138,7 +150,7 @@ class Marginals:
         if min(self.cpu_pod_share, self.share_pod_share, self.whole_pod_share) < 0 or sum(self.pod_kinds()[1]) <= 0:
             raise ValueError("marginals: the pod kind shares must be non-negative, and not all 0")
         for name in ("gpu_nodes", "cpu_nodes", "share_milli", "cpu_pod_shapes", "share_pod_shapes",
-                     "whole_pod_shapes", "multi_gpu_pod_shapes", "gpu_specs", "qos", "multi_gpu_pod_shares"):
+                     "whole_pod_shapes", "multi_gpu_pod_shapes", "qos", "multi_gpu_pod_shares"):
             table: Weighted = getattr(self, name)
             if any(w < 0 for _, w in table) or (name != "multi_gpu_pod_shares" and sum(w for _, w in table) <= 0):
                 raise ValueError(f"marginals: {name} needs non-negative weights, not all 0")
@@ -146,6 +158,11 @@ class Marginals:
             raise ValueError("marginals: share_milli values are shares of one GPU, 1..999")
         if any(n < 2 for n, _ in self.multi_gpu_pod_shares):
             raise ValueError("marginals: multi_gpu_pod_shares are for 2 GPUs or more")
+        if sorted(g for g, _, _ in self.gpu_specs) != sorted(SPEC_KINDS) or any(
+                n <= 0 or any(w < 0 for _, w in table) or not 0 < sum(w for _, w in table) <= n
+                for _, n, table in self.gpu_specs):
+            raise ValueError(f"marginals: gpu_specs needs one table per kind {SPEC_KINDS}, its pinned pods (weights "
+                             "non-negative, not all 0) no more than the kind's pods")
         if any(s.gpus < 1 or not s.model for s, _ in self.gpu_nodes) or any(s.gpus for s, _ in self.cpu_nodes):
             raise ValueError("marginals: gpu_nodes have a model and GPUs, cpu_nodes have neither")
         for name in ("mean_interarrival_s", "lifetime_median_s", "lifetime_log_sd"):
@@ -157,8 +174,8 @@ class Marginals:
         """The marginals of the published workload variants (``openb_pod_list_gpushareN``, ``multigpuN``,
         ``gpuspecN``, sampled from the default list by the paper's authors): GPU-sharing pods (``share_gpu``) or
         multi-GPU pods (``multi_gpu``) ask that share of all GPU requests (0..1), the other GPU kinds keeping
-        their proportions among themselves and CPU-only pods their share of pods; ``gpu_spec``: that share of GPU
-        pods (and so, drawn independently of size, of GPU requests) pins a GPU model."""
+        their proportions among themselves and CPU-only pods their share of pods; ``gpu_spec``: about that share of GPU
+        pods pins a GPU model, each kind its own share and sets (the class docstring)."""
         kinds, shares = self.pod_kinds()
         mean_share = sum(m * w for m, w in self.share_milli) / sum(w for _, w in self.share_milli) / 1000
 
@@ -186,12 +203,33 @@ class Marginals:
                        multi_gpu_pod_shares=tuple((n, weights[n] * norm) for n, _ in self.multi_gpu_pod_shares),
                        gpu_spec_share=self.gpu_spec_share if gpu_spec is None else gpu_spec)
 
+    def spec_chance(self, kind: int) -> float:
+        """The probability that a GPU pod of ``kind`` (:meth:`pod_kinds`) pins a model (the class docstring)."""
+        share = self.gpu_spec_share
+        if share in (0.0, 1.0):
+            return share
+        pinned = {g: sum(w for _, w in table) for g, _, table in self.gpu_specs}
+        pods = {g: n for g, n, _ in self.gpu_specs}
+        overall = sum(pinned.values()) / sum(pods.values())
+        own = pinned[_spec_kind(kind)] / pods[_spec_kind(kind)]
+        if own >= 1.0:
+            return 1.0
+        return 1.0 - math.pow(1.0 - share, math.log1p(-own) / math.log1p(-overall))
+
     def pod_kinds(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """(GPUs per kind, share per kind): 0 CPU-only, -1 a share of one GPU, 1 one whole GPU, n > 1 several."""
         kinds = (0, -1, 1, *(n for n, _ in self.multi_gpu_pod_shares))
         shares = (self.cpu_pod_share, self.share_pod_share, self.whole_pod_share,
                   *(s for _, s in self.multi_gpu_pod_shares))
         return kinds, shares
+
+
+SPEC_KINDS = ("share", "whole", "multi")
+
+
+def _spec_kind(kind: int) -> str:
+    """The kind of a GPU pod (:meth:`Marginals.pod_kinds`) as :data:`TRACE_GPU_SPECS` groups them."""
+    return "share" if kind == -1 else "whole" if kind == 1 else "multi"
 
 
 def _apportion(total: int, table: Sequence[tuple[NodeShape, float]]) -> list[NodeShape]:
@@ -264,11 +302,13 @@ def generate(seed: int, nodes: int, pods: int, marginals: Marginals = Marginals(
         kind_table.append((kind, share if shape_draws[kind] else 0.0))
         for s, _ in fitting if gpus else ():
             models = {n.model for n in distinct if _fits(n, gpus, s.cpu_milli * per, s.memory_mib * per)}
-            spec_draws[(kind, s)] = _Draw([(spec, w) for spec, w in m.gpu_specs if models & set(spec)])
+            specs = next(table for g, _, table in m.gpu_specs if g == _spec_kind(kind))
+            spec_draws[(kind, s)] = _Draw([(spec, w) for spec, w in specs if models & set(spec)])
     kind_draw = _Draw(kind_table)
     if pods and not kind_draw:
         raise ValueError("generate: no pod of the marginals fits any generated node")
     milli_draw, qos_draw = _Draw(m.share_milli), _Draw(m.qos)
+    spec_chance = {kind: m.spec_chance(kind) for kind in kinds if kind}
 
     pod_list = []
     now = 0
@@ -278,7 +318,7 @@ def generate(seed: int, nodes: int, pods: int, marginals: Marginals = Marginals(
         gpus, per = _gpus_of(drawn)
         gpu_milli = 0 if not gpus else milli_draw(rng) if drawn == -1 else 1000
         spec: tuple[str, ...] = ()
-        if gpus and rng.random() < m.gpu_spec_share and spec_draws[(drawn, shape)]:
+        if gpus and rng.random() < spec_chance[drawn] and spec_draws[(drawn, shape)]:
             spec = spec_draws[(drawn, shape)](rng)
         if i:
             now += max(1, round(rng.expovariate(1 / m.mean_interarrival_s)))

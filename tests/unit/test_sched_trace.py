@@ -427,11 +427,32 @@ def test_marginals_hold_over_10000_pods():
     gpu_pods = [p for p in pods if p.num_gpu]
     with_spec = [p for p in gpu_pods if p.gpu_spec]
     assert within(len(with_spec) / len(gpu_pods), 0.338, len(gpu_pods))
-    assert {p.gpu_spec for p in with_spec} <= {s for s, _ in m.gpu_specs}
+    assert {p.gpu_spec for p in with_spec} <= {s for _, _, table in m.gpu_specs for s, _ in table}
     assert not any(p.gpu_spec for p in pods if not p.num_gpu)
     qos = Counter(p.qos for p in pods)
     weight = sum(w for _, w in m.qos)
     assert all(within(qos[name] / n, w / weight, n) for name, w in m.qos)
+
+
+def test_pinned_models_follow_the_pod_kind_as_in_the_gpuspec33_list():
+    """openb_pod_list_gpuspec33 pins by kind: 884 of 3,078 GPU shares (593 T4, 278 P100, 13 a five-model set, never
+    G2 alone), 1,476 of 3,911 one-GPU pods (698 T4, 321 G2, ...). The generator keeps that, not one table for all."""
+    _, pods = generator.generate(11, 1213, 20_000, Marginals(cpu_node_share=0.0, gpu_spec_share=2388 / 7064))
+    shares = [p for p in pods if p.num_gpu == 1 and p.gpu_milli < 1000]
+    whole = [p for p in pods if p.num_gpu == 1 and p.gpu_milli == 1000]
+    pinned_shares = [p.gpu_spec for p in shares if p.gpu_spec]
+    pinned_whole = [p.gpu_spec for p in whole if p.gpu_spec]
+    assert within(len(pinned_shares) / len(shares), 884 / 3078, len(shares))
+    assert within(len(pinned_whole) / len(whole), 1476 / 3911, len(whole))
+    assert set(pinned_shares) == {("T4",), ("P100",), ("G2", "P100", "T4", "V100M16", "V100M32")}
+    assert within(pinned_shares.count(("P100",)) / len(pinned_shares), 278 / 884, len(pinned_shares))
+    assert within(pinned_whole.count(("G2",)) / len(pinned_whole), 321 / 1476, len(pinned_whole))
+    assert within(pinned_whole.count(("P100",)) / len(pinned_whole), 1 / 1476, len(pinned_whole))
+    gpu_pods = [p for p in pods if p.num_gpu]
+    assert within(sum(1 for p in gpu_pods if p.gpu_spec) / len(gpu_pods), 2388 / 7064, len(gpu_pods))
+    m = Marginals(gpu_spec_share=2388 / 7064)
+    assert [m.spec_chance(k) for k in (-1, 1, 8)] == pytest.approx([884 / 3078, 1476 / 3911, 28 / 75])
+    assert Marginals(gpu_spec_share=0.0).spec_chance(-1) == 0.0 and Marginals(gpu_spec_share=1.0).spec_chance(-1) == 1.0
 
 
 @pytest.mark.parametrize("kw,kind,share", [
@@ -480,6 +501,8 @@ def test_every_generated_pod_fits_an_empty_node_even_on_a_tiny_cluster():
     ({"share_milli": ((1000, 1.0),)}, "share_milli"),
     ({"multi_gpu_pod_shares": ((1, 1.0),)}, "multi_gpu_pod_shares"),
     ({"qos": (("LS", -1.0),)}, "qos"),
+    ({"gpu_specs": (("share", 10, ((("T4",), 1.0),)),)}, "gpu_specs"),
+    ({"gpu_specs": (("share", 1, ((("T4",), 2.0),)), ("whole", 1, ()), ("multi", 1, ()))}, "gpu_specs"),
     ({"cpu_pod_share": 0, "share_pod_share": 0, "whole_pod_share": 0, "multi_gpu_pod_shares": ()}, "pod kind"),
 ])
 def test_bad_marginals_are_refused(bad, field):
