@@ -308,7 +308,8 @@ def bench_throughput(node_counts: list[int], pods: int, tmp: Path) -> None:
                 rates[label] = scheduled / took[label]
                 print(f"pods/s, 1-GPU pods over {count} nodes: kube-scheduler double {label:17s} "
                       f"{rates[label]:6.1f}  ({placed[label]}/{scheduled} placed; CPU per pod: extender "
-                      f"{cpu[label] / scheduled * 1000:.2f} ms, the doubles {doubles[label] / scheduled * 1000:.2f} ms)")
+                      f"{cpu[label] / scheduled * 1000:.2f} ms, "
+                      f"the doubles {doubles[label] / scheduled * 1000:.2f} ms)")
             ratio = rates["with the extender"] / rates["alone"]
             print(f"pods/s over {count} nodes: with the extender / alone = {ratio:.2f}")
         parent.send("stop")
