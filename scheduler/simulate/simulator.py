@@ -129,7 +129,9 @@ class Simulator:
             self.cache.on_node("ADDED", node)
             if device is not None:
                 self.cache.on_device("ADDED", device)
-        self._members: dict[tuple[Any, ...], set[str]] = {}
+        # class -> its nodes in the order they joined it (a dict, not a set: the representative kube's filters
+        # send the verbs must not depend on string hashing, or a run would differ with PYTHONHASHSEED)
+        self._members: dict[tuple[Any, ...], dict[str, None]] = {}
         self._class: dict[str, tuple[Any, ...]] = {}
         self._model: dict[str, str] = {}
         self._allocatable: dict[str, tuple[int, int]] = {}
@@ -173,11 +175,11 @@ class Simulator:
         old = self._class.get(name)
         if old is not None and old != key:
             members = self._members[old]
-            members.discard(name)
+            members.pop(name, None)
             if not members:
                 del self._members[old]
         self._class[name] = key
-        self._members.setdefault(key, set()).add(name)
+        self._members.setdefault(key, {})[name] = None
         self._free[name] = (cpu, memory)
         self._cards[name] = cards
         self._frag[name] = self._target.fragmentation(NodeFree(cpu, memory, cards, self._model[name]))

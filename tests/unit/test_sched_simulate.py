@@ -72,6 +72,23 @@ def test_the_simulator_places_only_through_the_extenders_verbs(monkeypatch: pyte
     assert calls["bind"] == result.placed and calls["prioritize"] <= calls["filter"]
 
 
+def test_a_class_of_alike_nodes_is_asked_about_through_the_node_that_joined_it_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verbs see one node per class of alike nodes; which one must not depend on string hashing (a set of names
+    did, so a seed's result changed with PYTHONHASHSEED): it is the one that joined the class first."""
+    asked: list[list[str]] = []
+    real = Extender.filter
+
+    def spy(self: Extender, args: dict) -> Any:
+        asked.append(list(args["NodeNames"]))
+        return real(self, args)
+    monkeypatch.setattr(Extender, "filter", spy)
+    names = [f"node-{i}" for i in range(8)]
+    sim = Simulator(one_gpu_nodes(*names), POLICIES["fgd"], seed=3)
+    assert sim.place(pod("p1", 500)) is not None
+    assert asked == [["node-0"]]
+
+
 def test_fragmentation_aware_beats_best_fit_on_a_hand_worked_cluster() -> None:
     """Two one-GPU nodes; pods ask 40 %, 40 %, 60 %, 60 % of a card, the workload half 40 % and half 60 %.
     The first 40 % pod lands on either node. Best-fit puts the second one beside it (the tightest fit: 20 % left,
