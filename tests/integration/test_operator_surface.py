@@ -138,7 +138,8 @@ def test_ipv6_and_dual_stack_listen_addresses(tmp_path, agents):
     only6 = Agent(tmp_path / "a", "--addr", f"[::1]:{port6}").start()
     agents.append(only6)
     assert wait_for(lambda: get(f"http://[::1]:{port6}/healthz")[0] == 200, timeout=30), "\n".join(only6.lines)
-    assert only6.logged(f"http serving addr=[::1]:{port6}")
+    # the server answers as soon as its loop runs; the line saying so is written just after, so wait for it too
+    assert wait_for(lambda: only6.logged(f"http serving addr=[::1]:{port6}"), timeout=30), "\n".join(only6.lines)
     port = free_port()
     both = Agent(tmp_path / "b", "--addr", f"[::]:{port}").start()
     agents.append(both)
