@@ -442,7 +442,6 @@ def _device_scores(names: list[str], parts: list[_NodeScore | None], fragmentati
     return [p.device * 100 / top if top and p is not None and p.device is not None else 0.0 for p in parts]
 
 
-
 def _packed(state: NodeState, shape: fgd.Shape) -> float:
     """How full the node would be with the pod, GPUs and cpu alike (cpu alone where it has no GPU):
     FragmentationAware's tie-break, as best-fit packs (weights chosen in the simulator: bench/NOTES.md)."""

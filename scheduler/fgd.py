@@ -39,9 +39,9 @@ the mix's pinned shapes that may use it, the shape's share of the mix's GPU dema
 GPU capacity (1: as crowded as the cluster on average). A placement's growth gains ``scarcity × (the node model's
 pressure − the lowest pressure among the models the shape may use) × the GPUs it takes``: a pod pays only for
 taking a more crowded model than it had to, so a pod pinned to one model pays nothing, and a workload without pins
-is scored as before. On the paper's protocol, with a third of the pods pinned, this halved the GPUs left
-unallocated at 100 % load (11.5 % to 5.8 %, median of 10 seeds) and nearly halved the failed pods (769 to 410);
-overloaded, at 130 %, it leaves more (5.3 % against 4.7 %, not yet understood; bench/RESULTS.md). The capacity
+is scored as before. On the paper's protocol, with a third of the pods pinned, this more than halved the GPUs left
+unallocated at 100 % load (12.7 % to 5.5 %, median of 10 seeds) and nearly halved the failed pods (829 to 434);
+overloaded, at 130 %, it leaves more (5.3 % against 4.8 %, not yet understood; bench/RESULTS.md). The capacity
 per model comes from the extender's cache (:attr:`WorkloadMix.capacity`), read at each refresh of the snapshot.
 
 **The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is

@@ -48,7 +48,6 @@ from scheduler.trace import cluster, records
 log = logging.getLogger(__name__)
 
 
-
 @dataclass
 class Point:
     """The measures at one load level (percent of GPU capacity requested by the pods submitted so far) or, with
