@@ -56,7 +56,7 @@ from koordlet.states.kubeapi import KubeApi
 from scheduler.cache import ClusterCache
 from scheduler.cli import make_binder
 from scheduler.extender import Extender
-from scheduler.server import COMPUTING, DEFAULT_PREFIX, ExtenderMetrics, handlers, serve, verb_path
+from scheduler.server import ExtenderMetrics, handlers, inline_paths, serve, verb_path
 
 GPU_ALLOC = "scheduling.koordinator.sh/device-allocated"
 NOW = "2026-11-28T10:00:00Z"
@@ -133,7 +133,7 @@ def _serve_in_child(cache: ClusterCache, conn: Connection) -> None:
 
     verbs.update({path: timed(verbs[path]) for path in ("/scheduler/filter", "/scheduler/prioritize")})
     server = HttpServer(("127.0.0.1", 0), metrics.registry, lambda: (True, "ok"), posts=verbs,
-                        inline=frozenset(verb_path(DEFAULT_PREFIX, v) for v in COMPUTING))
+                        inline=inline_paths())
     floor_verbs = {verb_path("/floor", v): (lambda body: (200, b'{"NodeNames":[],"Error":""}'))
                    for v in ("filter", "prioritize")}
     floor = HttpServer(("127.0.0.1", 0), ExtenderMetrics().registry, lambda: (True, "ok"), posts=floor_verbs,

@@ -89,6 +89,12 @@ def verb_path(prefix: str, verb: str) -> str:
     return f"{prefix.rstrip('/')}/{verb}"
 
 
+def inline_paths(prefix: str = DEFAULT_PREFIX) -> frozenset[str]:
+    """The verbs' paths answered on the server's loop: those that decide from the cache alone (bind waits for the
+    API server, so it goes to a worker)."""
+    return frozenset(verb_path(prefix, v) for v in COMPUTING)
+
+
 def _readiness(extender: Extender) -> Callable[[], tuple[bool, str]]:
     """/readyz: ready once every watch has listed (until then filter answers with an error and kube retries)."""
     def ready() -> tuple[bool, str]:
@@ -100,10 +106,8 @@ def serve(extender: Extender, addr: tuple[str, int], prefix: str = DEFAULT_PREFI
           metrics: ExtenderMetrics | None = None) -> HttpServer:
     """Start serving the verbs and the GET pages (in a background thread) and return the server."""
     metrics = metrics or ExtenderMetrics()
-    # bind waits for the API server, so it goes to a worker; the other verbs only compute (under a node's lock for
-    # one node's decision at a time) and are answered on the loop, without the hand-off
     server = HttpServer(addr, metrics.registry, _readiness(extender), posts=handlers(extender, metrics, prefix),
-                        workers=8, inline=frozenset(verb_path(prefix, v) for v in COMPUTING))
+                        workers=8, inline=inline_paths(prefix))
     server.start()
     return server
 
