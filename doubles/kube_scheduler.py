@@ -27,8 +27,10 @@ applies); the in-tree filter walks the nodes in order instead of 16 at a time (t
 members can differ); ties go to the reservoir-sampling ``selectHost`` of earlier releases (the newest
 ``schedule_one.go`` pops a heap ordered by score, then by a random number drawn only for nodes an extender scored);
 HTTP only (no ``enableHTTPS``).
-The real scheduler runs one scheduling cycle at a time and binds asynchronously; this double is thread-safe, so a
-caller that wants binds to overlap with the next cycles runs ``schedule_one`` from several threads.
+The real scheduler runs one scheduling cycle at a time and binds asynchronously (``scheduleOne`` starts the binding
+cycle in a goroutine and returns to the next pod): :meth:`KubeSchedulerDouble.schedule` does the same, the
+scheduling cycle in the caller's thread and the binding cycle on a pool of binder threads; ``schedule_one`` waits
+for both. The double is thread-safe.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ log = logging.getLogger(__name__)
 
 Pod = dict[str, Any]
 Node = dict[str, Any]
-# (pod, node, pods already on that node) -> why the pod does not fit (empty: it fits). Reasons are counted per text in
+# PreFilter then Filter, as kube's framework runs them: pod -> (once per cycle: what the pod asks, computed once)
+# (node, pods already on that node) -> why the pod does not fit (empty: it fits). Reasons are counted per text in
 # the "0/N nodes are available" message, as kube-scheduler's FitError does.
-InTreeFilter = Callable[[Pod, Node, Sequence[Pod]], Sequence[str]]
+NodeFilter = Callable[[Node, Sequence[Pod]], Sequence[str]]
+InTreeFilter = Callable[[Pod], NodeFilter]
 # (pod, node, pods already on that node) -> the weighted sum of in-tree Score plugins for that node.
 InTreeScore = Callable[[Pod, Node, Sequence[Pod]], int]
 
@@ -69,6 +73,7 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 CONFIG_API_VERSION = "kubescheduler.config.k8s.io/v1"
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"  # ErrNoNodesAvailable
+BINDERS = 32                                 # binding cycles in flight at once
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _NATIVE_COMPUTE = ("cpu", "memory", "ephemeral-storage")
@@ -345,34 +350,41 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
 
 
 def node_resources_fit(ignored: Iterable[str] = ()) -> InTreeFilter:
-    """NodeResourcesFit's Filter: the pod count against ``allocatable.pods``, then cpu, memory, ephemeral-storage and
-    scalar resources (extended, hugepages) against allocatable minus the requests of the pods on the node.
-    ``ignored`` are the extenders' ``ignoredByScheduler`` resources, which it skips. A node without
-    ``status.allocatable`` uses its capacity, as the API server's defaulting does."""
+    """NodeResourcesFit: its PreFilter sums the pod's requests once per cycle (``computePodResourceRequest``); its
+    Filter checks the pod count against ``allocatable.pods``, then cpu, memory, ephemeral-storage and scalar
+    resources (extended, hugepages) against allocatable minus the requests of the pods on the node. ``ignored`` are
+    the extenders' ``ignoredByScheduler`` resources, which it skips. A node without ``status.allocatable`` uses its
+    capacity, as the API server's defaulting does."""
     skipped = frozenset(ignored)
 
-    def fit(pod: Pod, node: Node, pods_on_node: Sequence[Pod]) -> list[str]:
-        status = node.get("status") or {}
-        allocatable = status.get("allocatable") or status.get("capacity") or {}
-        reasons = []
-        if len(pods_on_node) + 1 > parse_quantity(allocatable.get("pods", 0)):
-            reasons.append("Too many pods")
+    def prefilter(pod: Pod) -> NodeFilter:
         wanted = {name: value for name, value in pod_requests(pod).items()
                   if value > 0 and _is_checked(name) and name not in skipped}
-        if not wanted:
-            return reasons
-        used: dict[str, Fraction] = {}
-        for other in pods_on_node:
-            for name, value in pod_requests(other).items():
-                used[name] = used.get(name, Fraction(0)) + value
         ordered = [n for n in _NATIVE_COMPUTE if n in wanted] + sorted(n for n in wanted if n not in _NATIVE_COMPUTE)
-        for name in ordered:
-            free = parse_quantity(allocatable.get(name, 0)) - used.get(name, Fraction(0))
-            if wanted[name] > free:
-                reasons.append(f"Insufficient {name}")
-        return reasons
 
-    return fit
+        def fit(node: Node, pods_on_node: Sequence[Pod]) -> list[str]:
+            status = node.get("status") or {}
+            allocatable = status.get("allocatable") or status.get("capacity") or {}
+            reasons = []
+            if len(pods_on_node) + 1 > parse_quantity(allocatable.get("pods", 0)):
+                reasons.append("Too many pods")
+            if not wanted:
+                return reasons
+            used: dict[str, Fraction] = {}
+            for other in pods_on_node:
+                for name, value in pod_requests(other).items():
+                    used[name] = used.get(name, Fraction(0)) + value
+            for name in ordered:
+                free = parse_quantity(allocatable.get(name, 0))
+                if name in used:
+                    free -= used[name]
+                if wanted[name] > free:
+                    reasons.append(f"Insufficient {name}")
+            return reasons
+
+        return fit
+
+    return prefilter
 
 
 def _is_checked(name: str) -> bool:
@@ -704,6 +716,9 @@ class KubeSchedulerDouble:
         self._next_start_node_index = 0
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(4, 4 * len(self._extenders)), thread_name_prefix="kube-scheduler-double-prioritize")
+        # binding cycles: a goroutine each upstream; a pool here, wide enough that binds never queue behind it
+        self._binders = concurrent.futures.ThreadPoolExecutor(
+            max_workers=BINDERS, thread_name_prefix="kube-scheduler-double-bind")
 
     @classmethod
     def from_config(cls, config: SchedulerConfig, *, api: str | None, seed: int = 0) -> KubeSchedulerDouble:
@@ -719,6 +734,7 @@ class KubeSchedulerDouble:
         self.close()
 
     def close(self) -> None:
+        self._binders.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         for extender in self._extenders:
             extender.close()
@@ -730,9 +746,18 @@ class KubeSchedulerDouble:
     def schedule_one(self, pod: Pod, nodes: Sequence[Node], *, assigned: Iterable[Pod] = ()) -> Result:
         """Schedule and bind ``pod`` onto one of ``nodes``; ``assigned`` are the pods already on nodes (those of
         other nodes and finished pods are ignored), what kube-scheduler's cache would hold."""
+        return self.schedule(pod, nodes, assigned=assigned).result()
+
+    def schedule(self, pod: Pod, nodes: Sequence[Node], *,
+                 assigned: Iterable[Pod] = ()) -> concurrent.futures.Future[Result]:
+        """:meth:`schedule_one` as ``scheduleOne`` runs it: the scheduling cycle now, in this thread; the binding
+        cycle on a binder thread, so the caller can start the next pod's cycle while this one binds. The future
+        holds the outcome once the pod is bound (or failed)."""
         statuses: dict[str, _NodeStatus] = {}
+        done: concurrent.futures.Future[Result] = concurrent.futures.Future()
         if not nodes:
-            return _failed(NO_NODES_AVAILABLE, statuses)
+            done.set_result(_failed(NO_NODES_AVAILABLE, statuses))
+            return done
         on_node: dict[str, list[Pod]] = {}
         for other in assigned:
             phase = (other.get("status") or {}).get("phase")
@@ -743,21 +768,27 @@ class KubeSchedulerDouble:
         try:
             feasible = self._filter_extenders(pod, feasible, statuses)
         except ExtenderError as exc:
-            return _failed(str(exc), statuses)
+            done.set_result(_failed(str(exc), statuses))
+            return done
         if not feasible:
-            return _failed(_fit_error(len(nodes), statuses), statuses)
+            done.set_result(_failed(_fit_error(len(nodes), statuses), statuses))
+            return done
         scores: dict[str, int] = {}
         if len(feasible) == 1:
             host = _name(feasible[0])
         else:
             scores = self._prioritize(pod, feasible, on_node)
             host = self._select_host(scores)
-        bound_by, error = self._bind(pod, host)
-        return Result(
-            node=None if error else host, reason=error, filtered=_reasons(statuses),
-            unresolvable=frozenset(n for n, s in statuses.items() if s.unresolvable),
-            feasible=tuple(_name(n) for n in feasible), scores=scores, selected=host, bound_by=bound_by,
-        )
+
+        def binding_cycle() -> Result:
+            bound_by, error = self._bind(pod, host)
+            return Result(
+                node=None if error else host, reason=error, filtered=_reasons(statuses),
+                unresolvable=frozenset(n for n, s in statuses.items() if s.unresolvable),
+                feasible=tuple(_name(n) for n in feasible), scores=scores, selected=host, bound_by=bound_by,
+            )
+
+        return self._binders.submit(binding_cycle)
 
     def _filter_in_tree(
         self, pod: Pod, nodes: Sequence[Node], on_node: Mapping[str, Sequence[Pod]], statuses: dict[str, _NodeStatus]
@@ -768,12 +799,13 @@ class KubeSchedulerDouble:
             start = self._next_start_node_index % len(nodes)
         feasible: list[Node] = []
         processed = 0
+        fits = self._filter(pod)
         for i in range(len(nodes)):
             if len(feasible) == wanted:
                 break
             node = nodes[(start + i) % len(nodes)]
             processed += 1
-            reasons = list(self._filter(pod, node, on_node.get(_name(node), ())))
+            reasons = list(fits(node, on_node.get(_name(node), ())))
             if reasons:
                 statuses[_name(node)] = _NodeStatus(reasons)
             else:

@@ -270,6 +270,26 @@ def test_extenders_see_the_sample_and_the_next_cycle_starts_where_the_last_stopp
     assert second == names[100:] + names[:50]
 
 
+def test_the_next_scheduling_cycle_runs_while_the_last_pod_binds() -> None:
+    release = threading.Event()
+
+    def bind(args: dict[str, Any]) -> tuple[int, Any]:
+        release.wait(10)
+        return 200, {"Error": ""}
+
+    with scripted(filter=passes_all, bind=bind) as ext:
+        config = ExtenderConfig(ext.url, filter_verb="filter", bind_verb="bind", node_cache_capable=True)
+        with KubeSchedulerDouble([config], api=None) as scheduler:
+            first = scheduler.schedule(pod(uid="uid-a", name="a"), nodes("n1"))
+            second = scheduler.schedule(pod(uid="uid-b", name="b"), nodes("n1"))
+            # the second pod's scheduling cycle (its filter call) ran while the first pod's bind still waited
+            filtered = [r.body["Pod"]["metadata"]["name"] for r in ext.requests if r.verb == "filter"]
+            assert filtered == ["a", "b"] and not first.done()
+            release.set()
+            assert (first.result(10).node, second.result(10).node) == ("n1", "n1")
+    assert sorted(r.body["PodName"] for r in ext.requests if r.verb == "bind") == ["a", "b"]
+
+
 # --- prioritize and selectHost ---------------------------------------------------------------------------------
 
 
