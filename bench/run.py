@@ -74,6 +74,8 @@ BENCHES = (
     Bench("sched_extender", "Companion scheduler: extender verbs, bind, throughput (issues 22, 33)"),
     Bench("sched_simulate", "Scheduling quality on the FGD paper's protocol, 3 seeds (issues 23, 33)",
           ("--seeds", "3", "--policies", "fgd,fgd-plain,fgd-cpu,paper-fgd,paper-best-fit")),
+    Bench("sched_packing_floor", "How far below FGD any policy could go: GPU shares packed on cards alone, online "
+                                 "and offline optima (issue 33); needs the analysis extra (scipy)", in_all=False),
     Bench("sched_simulate_paper", "Scheduling quality on the FGD paper's protocol, its 10 seeds (issue 33)",
           ("--seeds", "10", "--policies", "fgd,fgd-plain,paper-fgd,paper-best-fit"), program="sched_simulate",
           in_all=False),
