@@ -1361,6 +1361,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     # server_close() joins handler threads; stop() has unblocked them all first.
     block_on_close = True
+    # Go's listeners take the kernel's backlog (somaxconn), not socketserver's 5: with 5, a burst of new
+    # connections (a binder pool's threads each opening one) loses SYNs and waits out the 1 s retransmission
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, double: ApiServerDouble, port: int) -> None:
         self.double = double

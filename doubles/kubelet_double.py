@@ -154,6 +154,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     # Keep-alive handler threads may idle on a client; never wait for them.
     block_on_close = False
+    # Go's listeners take the kernel's backlog (somaxconn), not socketserver's 5: with 5, a burst of new
+    # connections (a binder pool's threads each opening one) loses SYNs and waits out the 1 s retransmission
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, double: KubeletDouble, ssl_context: ssl.SSLContext | None) -> None:
         self.double = double

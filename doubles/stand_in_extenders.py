@@ -118,6 +118,9 @@ class ExtenderServer:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # keep-alive handler threads may idle on a client; stop() cuts them off
+    # Go's listeners take the kernel's backlog (somaxconn), not socketserver's 5: with 5, a burst of new
+    # connections (a binder pool's threads each opening one) loses SYNs and waits out the 1 s retransmission
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, owner: ExtenderServer) -> None:
         self.owner = owner
