@@ -298,7 +298,7 @@ def bench_throughput(node_counts: list[int], pods: int, tmp: Path) -> None:
                                               ("with the extender", [config]))}
             took, placed, cpu = dict.fromkeys(modes, 0.0), dict.fromkeys(modes, 0), dict.fromkeys(modes, 0.0)
             doubles = dict.fromkeys(modes, 0.0)           # this process: the kube-scheduler and API server doubles
-            # a warm-up batch first (round -1, not counted); then interleaved: both modes see the same load
+            # a warm-up batch first (round -1, not counted); then interleaved: every mode sees the same load
             for r in range(-1, ROUNDS):
                 for label, ks in modes.items():
                     size = WARM_PODS if r < 0 else pods

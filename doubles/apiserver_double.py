@@ -59,7 +59,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from doubles.connections import shutdown_all
+from doubles.connections import GoBacklog, shutdown_all
 
 Handler = Callable[["Request"], tuple[int, dict[str, Any]]]
 Validator = Callable[[dict[str, Any]], list[str]]
@@ -1357,13 +1357,10 @@ def _remove(doc: Any, tokens: list[str]) -> Any:
 # --- HTTP plumbing -----------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(GoBacklog, ThreadingHTTPServer):
     daemon_threads = True
     # server_close() joins handler threads; stop() has unblocked them all first.
     block_on_close = True
-    # Go's listeners take the kernel's backlog (somaxconn), not socketserver's 5: with 5, a burst of new
-    # connections (a binder pool's threads each opening one) loses SYNs and waits out the 1 s retransmission
-    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, double: ApiServerDouble, port: int) -> None:
         self.double = double

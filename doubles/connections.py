@@ -1,5 +1,5 @@
 """Connection helpers of the HTTP doubles: cutting the connections a peer holds (a simulated restart), and a client
-connection that behaves like Go's on the wire."""
+connection and a listener that behave like Go's on the wire."""
 
 from __future__ import annotations
 
@@ -26,3 +26,12 @@ class NoDelayHTTPConnection(http.client.HTTPConnection):
     def connect(self) -> None:
         super().connect()
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class GoBacklog:
+    """Mixin for a socketserver server (before the server class in the bases): listen with the kernel's backlog
+    (``somaxconn``), as Go's net.Listen does, not socketserver's 5. With 5, a burst of new connections (a client's
+    pool of threads each opening one) overflows the accept queue, and the SYNs dropped wait out TCP's 1 s
+    retransmission."""
+
+    request_queue_size = socket.SOMAXCONN

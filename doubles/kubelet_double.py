@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from doubles.connections import shutdown_all
+from doubles.connections import GoBacklog, shutdown_all
 
 
 def openssl_available() -> bool:
@@ -150,13 +150,10 @@ class KubeletDouble:
         return 404, "text/plain", b"404 page not found\n"
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(GoBacklog, ThreadingHTTPServer):
     daemon_threads = True
     # Keep-alive handler threads may idle on a client; never wait for them.
     block_on_close = False
-    # Go's listeners take the kernel's backlog (somaxconn), not socketserver's 5: with 5, a burst of new
-    # connections (a binder pool's threads each opening one) loses SYNs and waits out the 1 s retransmission
-    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, double: KubeletDouble, ssl_context: ssl.SSLContext | None) -> None:
         self.double = double

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from doubles.connections import shutdown_all
+from doubles.connections import GoBacklog, shutdown_all
 from doubles.kube_scheduler import ExtenderConfig, ManagedResource
 
 # The decoded JSON body of a request -> (HTTP status, the reply to encode as JSON).
@@ -115,12 +115,9 @@ class ExtenderServer:
             return 500, f"{type(exc).__name__}: {exc}\n".encode()
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(GoBacklog, ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # keep-alive handler threads may idle on a client; stop() cuts them off
-    # Go's listeners take the kernel's backlog (somaxconn), not socketserver's 5: with 5, a burst of new
-    # connections (a binder pool's threads each opening one) loses SYNs and waits out the 1 s retransmission
-    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, owner: ExtenderServer) -> None:
         self.owner = owner

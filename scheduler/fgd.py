@@ -41,8 +41,8 @@ pressure − the lowest pressure among the models the shape may use) × the GPUs
 taking a more crowded model than it had to, so a pod pinned to one model pays nothing, and a workload without pins
 is scored as before. On the paper's protocol, with a third of the pods pinned, this more than halved the GPUs left
 unallocated at 100 % load (12.7 % to 5.5 %, median of 10 seeds) and nearly halved the failed pods (829 to 434);
-overloaded, at 130 %, it leaves more (5.3 % against 4.8 %), likely because the pressure is the mix's, not what is
-still free (bench/NOTES.md). The capacity per model comes from the extender's cache (:attr:`WorkloadMix.capacity`),
+overloaded, at 130 %, it leaves more (5.3 % against 4.8 %): the small P100 nodes, left to pinned shares that
+ask more cpu per GPU, run out of cpu with GPU capacity left (bench/NOTES.md). The capacity per model comes from the extender's cache (:attr:`WorkloadMix.capacity`),
 read at each refresh of the snapshot.
 
 **The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is
