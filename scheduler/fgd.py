@@ -42,8 +42,8 @@ taking a more crowded model than it had to, so a pod pinned to one model pays no
 is scored as before. On the paper's protocol, with a third of the pods pinned, this more than halved the GPUs left
 unallocated at 100 % load (12.7 % to 5.5 %, median of 10 seeds) and nearly halved the failed pods (829 to 434);
 overloaded, at 130 %, it leaves more (5.3 % against 4.8 %): the small P100 nodes, left to pinned shares that
-ask more cpu per GPU, run out of cpu with GPU capacity left (bench/NOTES.md). The capacity per model comes from the extender's cache (:attr:`WorkloadMix.capacity`),
-read at each refresh of the snapshot.
+ask more cpu per GPU, run out of cpu with GPU capacity left (bench/NOTES.md). The capacity per model comes from
+the extender's cache (:attr:`WorkloadMix.capacity`), read at each refresh of the snapshot.
 
 **The mix is learned online** from the pods the extender sees (each filter call observes its pod), so no trace is
 needed at run time: a histogram of shapes (cpu rounded up to whole cores and memory to whole GiB, so that similar
