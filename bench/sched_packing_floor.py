@@ -5,8 +5,8 @@ generated workloads almost all that FGD leaves then is slivers on cards that hol
 whole-card pods that fail find no empty card because the shares took too many. So the question is how few cards
 the shares that arrived by 100 % load could take. For each workload and seed (the pods of
 ``bench/sched_simulate.py``, shuffled and inflated as there, cut where the arrived GPU requests reach the
-cluster's capacity), with cards alone (no nodes, cpu, memory or GPU models: every such constraint can only cost
-more):
+cluster's capacity), with cards alone (no nodes, cpu, memory or GPU models, so the offline optima below are
+bounds: each such constraint can only cost more):
 
 * **online rules**, the GPU pods in arrival order onto the cluster's cards (1,000 milli-GPUs each; whole-card
   pods take empty cards; a pod that finds no room fails): a share goes by first-fit, best-fit (the tightest card
