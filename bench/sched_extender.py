@@ -191,8 +191,8 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
             for i in range(WARM + calls):
                 if kind == "replicas":
                     pod = replicas[label][i]
-                else:                                  # nothing any node remembers applies to it
-                    pod = sc.pod(f"new-{i}", asks, labels={"bench/shape": f"{label}-{i}"})
+                else:      # nothing any node remembers applies to it: a Koordinator label (pod_key keeps those)
+                    pod = sc.pod(f"new-{i}", asks, labels={"koordinator.sh/bench-shape": f"{label}-{i}"})
                 body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": window()}).encode()
                 took, fits, scores = timed_pair(extender, "/scheduler", body)
                 floor_took, _, _ = timed_pair(floor, "/floor", body)

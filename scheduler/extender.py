@@ -19,11 +19,12 @@ node's score, sent as 0..``prioritizeMaxScore`` (10 by default, kube's ``MaxExte
 by the extender's weight × 10.
 
 **What is remembered.** Between two pods of one workload only the node the first landed on changes, so each node's
-answer (filter's verdict, prioritize's part before normalization) is kept per pod key (the pod less its name, uid
-and status conditions: :func:`scheduler.requests.pod_key`) in the cache's :class:`~scheduler.cache.Answers` until
-the node changes, and a call costs a dict lookup per unchanged node; a pod's requests are parsed once per key.
-Below that, answers that depend only on a node's devices (the trial allocation, the DeviceShare score) are kept
-per device generation, for pods of other keys with the same device request.
+answer (filter's verdict, prioritize's part before normalization) is kept per pod key (the pod less its name, uid,
+status conditions, labels and annotations outside Koordinator's domain and owners' names:
+:func:`scheduler.requests.pod_key`) in the cache's :class:`~scheduler.cache.Answers` until the node changes, and
+a call costs a dict lookup per unchanged node; a pod's requests are parsed once per key. Below that, answers that
+depend only on a node's devices (the trial allocation, the DeviceShare score) are kept per device generation, for
+pods of other keys with the same device request.
 
 **Bind** is where the pod's annotations are written, atomically with the binding: under the node's lock the
 allocation is re-run against the cache (which includes pods assumed by earlier binds), the pod is assumed, the lock

@@ -340,13 +340,38 @@ class PodDeviceRequest:
 
 
 _IDENTITY = frozenset(("name", "generateName", "uid", "resourceVersion", "creationTimestamp", "managedFields"))
+KOORDINATOR_DOMAIN = "koordinator.sh"
+
+
+def is_koordinator_key(key: str) -> bool:
+    """A label or annotation key in Koordinator's domain or one of its subdomains (``koordinator.sh/…``,
+    ``scheduling.koordinator.sh/…``): the only pod labels and annotations the placement decisions read."""
+    prefix, slash, _ = key.partition("/")
+    return bool(slash) and (prefix == KOORDINATOR_DOMAIN or prefix.endswith("." + KOORDINATOR_DOMAIN))
+
+
+def _koordinator_only(keyed: Any) -> Any:
+    return {k: v for k, v in keyed.items() if isinstance(k, str) and is_koordinator_key(k)} \
+        if isinstance(keyed, Mapping) else keyed
+
+
+def _owner_kinds(refs: Any) -> Any:
+    return [{"kind": r.get("kind"), "controller": r.get("controller")} if isinstance(r, Mapping) else r
+            for r in refs] if isinstance(refs, list) else refs
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
-    """The pod as the placement decisions read it, as one string: everything but what only tells pods apart
-    (name, uid, resourceVersion, creation time) and the status conditions (a pending pod's change at every
-    attempt), so the replicas of one workload share the answers a node gives them."""
-    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _IDENTITY}
+    """The pod as the placement decisions read it, as one string, so that the pods of one workload share the
+    answers a node gives them, and so do those of workloads alike. Left out: what only tells pods apart (name,
+    uid, resourceVersion, creation time), the status conditions (a pending pod's change at every attempt), the
+    labels and annotations outside Koordinator's domain (a Job's controller-uid and job-name, a ReplicaSet's
+    pod-template-hash, an indexed Job's completion index: no decision reads them, :func:`is_koordinator_key`) and
+    of the owners all but their kinds (LoadAware lets a DaemonSet's pods pass)."""
+    meta: dict[str, Any] = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _IDENTITY}
+    for field_name, narrow in (("labels", _koordinator_only), ("annotations", _koordinator_only),
+                               ("ownerReferences", _owner_kinds)):
+        if field_name in meta:
+            meta[field_name] = narrow(meta[field_name])
     status = {k: v for k, v in (pod.get("status") or {}).items() if k != "conditions"}
     return json.dumps({**pod, "metadata": meta, "status": status}, sort_keys=True, separators=(",", ":"))
 

@@ -209,11 +209,38 @@ def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> Non
     daemon = _replica(1, web)
     daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent", "uid": "d"}]
     assert _fits(ext, daemon, "hot")                          # LoadAware lets DaemonSet pods pass
-    assert not _fits(ext, _replica(2, web, labels={"app": "web"}), "hot")
+    batch = _replica(2, web, labels={"koordinator.sh/priority-class": "koord-batch"})
+    _fits(ext, batch, "hot")                                  # a Koordinator label: decided afresh
     pending = _replica(3, web)
     pending["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     assert not _fits(ext, pending, "hot")
-    assert decided.count == 3                                 # the last replica shared the first's answer
+    assert decided.count == 3                                 # the pending replica shared the first's answer
+
+
+def test_the_pods_of_alike_workloads_share_answers() -> None:
+    """A Job's or ReplicaSet's own labels and annotations, and its owner's name and uid, are read by no decision:
+    the first pod of a second Job of the same template finds the first Job's answers."""
+    cache = ClusterCache()
+    cache.on_node("ADDED", sc.node("hot", cpu="100", memory="400Gi"))
+    cache.on_node_metric("ADDED", metric(name="hot", usage={"cpu": "70", "memory": "10Gi"}))
+    ext = Extender(cache, clock=lambda: NOW)
+    decided = Decisions(ext)
+    web = {"cpu": "1", "memory": "1Gi"}
+
+    def job_pod(i: int, job: str) -> dict[str, Any]:
+        pod = _replica(i, web, labels={"job-name": job, "controller-uid": f"uid-{job}",
+                                        "koordinator.sh/qosClass": "LS"},
+                       annotations={"batch.kubernetes.io/job-completion-index": str(i)})
+        pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}]
+        return pod
+
+    assert not _fits(ext, job_pod(0, "train-a"), "hot")
+    assert not _fits(ext, job_pod(1, "train-b"), "hot")
+    assert decided.count == 1
+    other_class = job_pod(2, "train-c")
+    other_class["metadata"]["labels"]["koordinator.sh/qosClass"] = "BE"
+    _fits(ext, other_class, "hot")
+    assert decided.count == 2                                 # a Koordinator label is read: decided afresh
 
 
 def test_the_least_recently_asked_question_is_the_one_dropped() -> None:
@@ -256,3 +283,30 @@ def test_the_watchs_copy_of_an_assumed_pod_is_read_again_only_where_it_differs()
     moved["metadata"]["annotations"][GPU_ALLOC] = WHOLE_CARD % 1
     cache.on_pod("MODIFIED", moved)
     assert set(state.devices.used["gpu"]) == {1}
+
+
+def test_every_label_and_annotation_the_scheduler_reads_is_in_koordinators_domain() -> None:
+    """pod_key keeps only Koordinator's labels and annotations: a decision reading any other key would be handed
+    answers given to pods that differ in it. So every ANNOTATION_*/LABEL_* constant the scheduler's code names
+    must be one of Koordinator's."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    from koordlet.base import wire
+    from scheduler.requests import is_koordinator_key
+
+    root = Path(__file__).resolve().parents[2]
+    keys: dict[str, str] = {}
+    for path in sorted((root / "scheduler").rglob("*.py")):
+        if path.name == "__main__.py":
+            continue
+        source = path.read_text()
+        module = importlib.import_module(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+            ".__init__"))
+        for name in set(re.findall(r"\b(?:wire\.)?((?:ANNOTATION|LABEL)_[A-Z0-9_]+)\b", source)):
+            value = getattr(module, name, None) or getattr(wire, name, None)
+            assert isinstance(value, str), f"{path.name}: {name} does not resolve to a key"
+            keys[name] = value
+    assert len(keys) > 20
+    assert {n: k for n, k in keys.items() if not is_koordinator_key(k)} == {}
