@@ -6,7 +6,9 @@
    cycle as kube-scheduler runs them: each cycle's 500 names start where the last one's stopped (kube's 10 % of
    5,000 nodes), and each pod is then bound to its best node, so the next one finds that node changed.
    *Replicas*: every pod another replica of one workload (the steady state: a node's answer is remembered until
-   it changes). *New shape*: every pod unlike any before it (every node decided afresh: a workload's first pod).
+   it changes). *New Job*: every pod the first of another Job of one template (its own job-name, controller-uid,
+   completion index and owner, which no decision reads). *New shape*: every pod unlike any before it (every node
+   decided afresh: a workload's first pod).
    Floor, interleaved call by call: the same two POSTs to a handler that answers without deciding (transport and
    JSON of the same bodies; answered on the server's loop, as ``serve`` answers filter and prioritize). Beside,
    the CPU time the extender's two handlers took (JSON in, decision, JSON out), which the machine's other load
@@ -44,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -159,11 +162,23 @@ def _best(fits: dict[str, Any], scores: list[dict[str, Any]]) -> str | None:
     return max(ranked, key=lambda sh: sh[0])[1] if ranked else None
 
 
+def _job_pod(name: str, asks: dict[str, str]) -> dict[str, Any]:
+    """The first pod of one more Job of the same template: its own job-name and controller-uid labels, completion
+    index and owner."""
+    pod = sc.pod(name, asks, labels={"job-name": name, "controller-uid": str(uuid.uuid4())},
+                 annotations={"batch.kubernetes.io/job-completion-index": "0"})
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                           "uid": pod["metadata"]["labels"]["controller-uid"], "controller": True}]
+    return pod
+
+
 def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
     everyone = sorted(cache.node_names())          # every 4th a GPU board, as in the cluster
     replicas = {label: [sc.pod(f"{label.replace(' ', '-').lower()}-{i}", asks) for i in range(WARM + calls)]
                 for label, asks in SHAPES.items()}
-    for pods in replicas.values():
+    jobs = {label: [_job_pod(f"{label.replace(' ', '-').lower()}-job-{i}", asks) for i in range(WARM + calls)]
+            for label, asks in SHAPES.items()}
+    for pods in (*replicas.values(), *jobs.values()):
         for pod in pods:
             cache.on_pod("ADDED", pod)             # pending: bind finds them in the extender's cache
     parent, child = multiprocessing.get_context("fork").Pipe()
@@ -184,13 +199,13 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
     print(f"filter + prioritize over {names} names, {len(everyone)}-node cache, each cycle's names where the last "
           f"stopped, {calls} pods each (extender in its own process; floor interleaved)")
     for label, asks in SHAPES.items():
-        for kind in ("replicas", "new shape"):
+        for kind in ("replicas", "new Job", "new shape"):
             times, floors = [], []
             parent.send("cpu")
             parent.recv()
             for i in range(WARM + calls):
-                if kind == "replicas":
-                    pod = replicas[label][i]
+                if kind != "new shape":
+                    pod = (replicas if kind == "replicas" else jobs)[label][i]
                 else:      # nothing any node remembers applies to it: a Koordinator label (pod_key keeps those)
                     pod = sc.pod(f"new-{i}", asks, labels={"koordinator.sh/bench-shape": f"{label}-{i}"})
                 body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": window()}).encode()
@@ -200,7 +215,7 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
                     times.append(took)
                     floors.append(floor_took)
                 host = _best(fits, scores)
-                if kind == "replicas" and host is not None:      # the next pod finds this node changed
+                if kind != "new shape" and host is not None:     # the next pod finds this node changed
                     meta = pod["metadata"]
                     bound = post(extender, "/scheduler/bind", json.dumps(
                         {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
