@@ -198,20 +198,27 @@ def test_prioritize_sees_a_pod_that_landed_since_the_last_call() -> None:
     assert after["n1"] > after["n0"]                          # packing prefers the card already in use
 
 
-def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> None:
+def _hot_node() -> tuple[Extender, Decisions]:
+    """An extender over one node whose NodeMetric puts it above LoadAware's threshold, counting its decisions."""
     cache = ClusterCache()
     cache.on_node("ADDED", sc.node("hot", cpu="100", memory="400Gi"))
     cache.on_node_metric("ADDED", metric(name="hot", usage={"cpu": "70", "memory": "10Gi"}))
     ext = Extender(cache, clock=lambda: NOW)
-    decided = Decisions(ext)
-    web = {"cpu": "1", "memory": "1Gi"}
-    assert not _fits(ext, _replica(0, web), "hot")
-    daemon = _replica(1, web)
+    return ext, Decisions(ext)
+
+
+WEB = {"cpu": "1", "memory": "1Gi"}
+
+
+def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> None:
+    ext, decided = _hot_node()
+    assert not _fits(ext, _replica(0, WEB), "hot")
+    daemon = _replica(1, WEB)
     daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent", "uid": "d"}]
     assert _fits(ext, daemon, "hot")                          # LoadAware lets DaemonSet pods pass
-    batch = _replica(2, web, labels={"koordinator.sh/priority-class": "koord-batch"})
+    batch = _replica(2, WEB, labels={"koordinator.sh/priority-class": "koord-batch"})
     _fits(ext, batch, "hot")                                  # a Koordinator label: decided afresh
-    pending = _replica(3, web)
+    pending = _replica(3, WEB)
     pending["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     assert not _fits(ext, pending, "hot")
     assert decided.count == 3                                 # the pending replica shared the first's answer
@@ -220,15 +227,10 @@ def test_pods_that_differ_in_what_the_plugins_read_do_not_share_answers() -> Non
 def test_the_pods_of_alike_workloads_share_answers() -> None:
     """A Job's or ReplicaSet's own labels and annotations, and its owner's name and uid, are read by no decision:
     the first pod of a second Job of the same template finds the first Job's answers."""
-    cache = ClusterCache()
-    cache.on_node("ADDED", sc.node("hot", cpu="100", memory="400Gi"))
-    cache.on_node_metric("ADDED", metric(name="hot", usage={"cpu": "70", "memory": "10Gi"}))
-    ext = Extender(cache, clock=lambda: NOW)
-    decided = Decisions(ext)
-    web = {"cpu": "1", "memory": "1Gi"}
+    ext, decided = _hot_node()
 
     def job_pod(i: int, job: str) -> dict[str, Any]:
-        pod = _replica(i, web, labels={"job-name": job, "controller-uid": f"uid-{job}",
+        pod = _replica(i, WEB, labels={"job-name": job, "controller-uid": f"uid-{job}",
                                         "koordinator.sh/qosClass": "LS"},
                        annotations={"batch.kubernetes.io/job-completion-index": str(i)})
         pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}]
