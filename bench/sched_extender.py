@@ -2,17 +2,18 @@
 
 1. filter + prioritize for one pod over 500 node names from a 5,000-node cache (a quarter of the nodes 8-GPU boards
    with 4 NICs, every node with a NodeMetric and two assigned pods), over HTTP/1.1 keep-alive as kube-scheduler
-   calls it (request written -> answer parsed), for a half-GPU pod, a 4-GPU pod and a CPU-only pod, cycle after
-   cycle as kube-scheduler runs them: each cycle's 500 names start where the last one's stopped (kube's 10 % of
-   5,000 nodes), and each pod is then bound to its best node, so the next one finds that node changed.
+   calls it (request written -> answer parsed; prioritize asked about the names filter passed, as kube asks), for
+   a half-GPU pod, a 4-GPU pod and a CPU-only pod, cycle after cycle as kube-scheduler runs them: each cycle's 500
+   names start where the last one's stopped (kube's 10 % of 5,000 nodes), and each pod is then bound to its best
+   node, so the next one finds that node changed.
    *Replicas*: every pod another replica of one workload (the steady state: a node's answer is remembered until
    it changes). *New Job*: every pod the first of another Job of one template (its own job-name, controller-uid,
    completion index and owner, which no decision reads). *New shape*: every pod unlike any before it (every node
    decided afresh: a workload's first pod).
-   Floor, interleaved call by call: the same two POSTs to a handler that answers without deciding (transport and
-   JSON of the same bodies; answered on the server's loop, as ``serve`` answers filter and prioritize). Beside,
-   the CPU time the extender's two handlers took (JSON in, decision, JSON out), which the machine's other load
-   changes much less than the wall time.
+   Floor, interleaved call by call: the same two POSTs (prioritize's with the names the extender's filter passed)
+   to a handler that answers without deciding (transport and JSON of the same bodies; answered on the server's
+   loop, as ``serve`` answers filter and prioritize). Beside, the CPU time the extender's two handlers took (JSON
+   in, decision, JSON out), which the machine's other load changes much less than the wall time.
 2. bind: allocate under the node lock, assume, POST the Binding to the API server double (real HTTP), p50/p99.
 3. pods/s through the kube-scheduler double (in-tree NodeResourcesFit, binding to the API server double) over 200
    nodes (every node scored) and 5,000 nodes (kube's adaptive 10 %: 500 names per cycle), in three modes: alone,
@@ -113,11 +114,15 @@ def post(conn: http.client.HTTPConnection, path: str, body: bytes) -> Any:
     return json.loads(data)
 
 
-def timed_pair(conn: http.client.HTTPConnection, prefix: str, body: bytes) -> tuple[float, Any, Any]:
-    """filter then prioritize with the same body: (milliseconds, filter's answer, prioritize's answer)."""
+def timed_pair(conn: http.client.HTTPConnection, prefix: str, pod: dict[str, Any], body: bytes,
+               passed: list[str] | None = None) -> tuple[float, Any, Any]:
+    """filter (``body``: the pod and the cycle's names), then prioritize over the names filter passed, as kube
+    sends them (``passed``: those names instead, so that the floor is asked what the extender was):
+    (milliseconds, filter's answer, prioritize's answer)."""
     start = time.perf_counter()
     fits = post(conn, f"{prefix}/filter", body)
-    scores = post(conn, f"{prefix}/prioritize", body)
+    names = passed if passed is not None else fits.get("NodeNames") or []
+    scores = post(conn, f"{prefix}/prioritize", json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode())
     return (time.perf_counter() - start) * 1000, fits, scores
 
 
@@ -209,8 +214,8 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
                 else:      # nothing any node remembers applies to it: a Koordinator label (pod_key keeps those)
                     pod = sc.pod(f"new-{i}", asks, labels={"koordinator.sh/bench-shape": f"{label}-{i}"})
                 body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": window()}).encode()
-                took, fits, scores = timed_pair(extender, "/scheduler", body)
-                floor_took, _, _ = timed_pair(floor, "/floor", body)
+                took, fits, scores = timed_pair(extender, "/scheduler", pod, body)
+                floor_took, _, _ = timed_pair(floor, "/floor", pod, body, fits.get("NodeNames") or [])
                 if i >= WARM:
                     times.append(took)
                     floors.append(floor_took)
