@@ -119,9 +119,12 @@ def parse_group_read(data: bytes, events: int) -> tuple[list[int], int, int]:
 
 
 def scaled(value: int, enabled: int, running: int) -> float:
-    """A count corrected for multiplexing: the group counted ``running`` of the ``enabled`` time."""
+    """A count corrected for multiplexing: the group counted ``running`` of the ``enabled`` time. With no running
+    time the count is taken as it is: a group that never ran counted nothing, and a cgroup event can report a count
+    with both times still 0 (seen on Linux 6.18 for the CPU where the cgroup's only task ran all along: its times
+    had not been brought up to date)."""
     if running <= 0:
-        return 0.0
+        return float(value)
     return value * enabled / running if running < enabled else float(value)
 
 
