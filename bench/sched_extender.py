@@ -126,6 +126,15 @@ def timed_pair(conn: http.client.HTTPConnection, prefix: str, pod: dict[str, Any
     return (time.perf_counter() - start) * 1000, fits, scores
 
 
+def _floor_server(verbs: dict[str, PostHandler]) -> HttpServer:
+    """A started server answering ``verbs`` without deciding, on its loop as ``serve`` answers filter and
+    prioritize."""
+    server = HttpServer(("127.0.0.1", 0), ExtenderMetrics().registry, lambda: (True, "ok"), posts=verbs,
+                        inline=frozenset(verbs))
+    server.start()
+    return server
+
+
 def _serve_in_child(cache: ClusterCache, conn: Connection) -> None:
     """The extender and the floor in a process of their own, as in a cluster (kube-scheduler is another process:
     the client's JSON work must not share the extender's GIL). Each filter and prioritize call's CPU time in the
@@ -146,12 +155,9 @@ def _serve_in_child(cache: ClusterCache, conn: Connection) -> None:
     verbs.update({path: timed(verbs[path]) for path in ("/scheduler/filter", "/scheduler/prioritize")})
     server = HttpServer(("127.0.0.1", 0), metrics.registry, lambda: (True, "ok"), posts=verbs,
                         inline=inline_paths())
-    floor_verbs = {verb_path("/floor", v): (lambda body: (200, b'{"NodeNames":[],"Error":""}'))
-                   for v in ("filter", "prioritize")}
-    floor = HttpServer(("127.0.0.1", 0), ExtenderMetrics().registry, lambda: (True, "ok"), posts=floor_verbs,
-                       inline=frozenset(floor_verbs))
     server.start()
-    floor.start()
+    floor = _floor_server({verb_path("/floor", v): (lambda body: (200, b'{"NodeNames":[],"Error":""}'))
+                           for v in ("filter", "prioritize")})
     conn.send((server.address, floor.address))
     while conn.recv() == "cpu":
         conn.send([(spent[i] + spent[i + 1]) * 1000 for i in range(0, len(spent) - 1, 2)])
@@ -268,14 +274,11 @@ def _extender_process(kubeconfig: str, conn: Connection) -> None:
     stop = threading.Event()
     cache.watch(api, stop)
     server = serve(Extender(cache, binder=make_binder(api)), ("127.0.0.1", 0))
-    floor_verbs: dict[str, PostHandler] = {
+    floor = _floor_server({
         verb_path("/floor", "filter"): lambda body: (200, json.dumps(
             {"NodeNames": json.loads(body)["NodeNames"], "FailedNodes": {}, "Error": ""}).encode()),
         verb_path("/floor", "prioritize"): lambda body: (200, json.dumps(
-            [{"Host": n, "Score": 0} for n in json.loads(body)["NodeNames"]]).encode())}
-    floor = HttpServer(("127.0.0.1", 0), ExtenderMetrics().registry, lambda: (True, "ok"), posts=floor_verbs,
-                       inline=frozenset(floor_verbs))
-    floor.start()
+            [{"Host": n, "Score": 0} for n in json.loads(body)["NodeNames"]]).encode())})
     FreezeAfterFullCollection().install()
     conn.send((server.address, floor.address))
     while (message := conn.recv()) != "stop":

@@ -34,11 +34,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sched_simulate import WORKLOADS  # bench/ is on sys.path when run as a script
+from sched_simulate import WORKLOADS, trace  # bench/ is on sys.path when run as a script
 
 from scheduler.fgd import WHOLE, NodeFree, WorkloadMix
 from scheduler.simulate import protocol
-from scheduler.trace import cluster, generator
+from scheduler.trace import cluster
 
 STEP = 10                    # every share in the generated traces is a multiple of 10 milli-GPUs
 Rule = Callable[[list[int], int], int | None]     # (free milli-GPUs per open card, share) -> card, None: a new one
@@ -149,8 +149,7 @@ def optima(shares: Sequence[int], cards: int) -> tuple[float, float]:
 def arrivals(workload: str, seed: int) -> tuple[int, list[int], WorkloadMix]:
     """(cards in the cluster, the GPU pods arrived by 100 % load in order: a share in milli-GPUs or ``-n`` for
     ``n`` whole cards, FGD's target mix)."""
-    marginals = generator.Marginals(cpu_node_share=0.0).emphasize(**WORKLOADS[workload][0])
-    nodes, pods = generator.generate(1, 1213, 8152, marginals)
+    nodes, pods = trace(workload)
     total = sum(n.gpus for n in nodes)
     plan = protocol.Protocol("shuffle", seed=seed, seeds=1, max_load=130, max_pods=None)
     out, arrived = [], 0

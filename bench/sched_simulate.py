@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scheduler.simulate import protocol, report
 from scheduler.simulate.policies import POLICIES
-from scheduler.trace import cluster, generator
+from scheduler.trace import cluster, generator, records
 
 # workload -> (generator.Marginals.emphasize arguments, the paper's FGD and best-fit: % unallocated at 100 % load)
 WORKLOADS = {
@@ -40,6 +40,12 @@ WORKLOADS = {
 PAPER_POLICIES = ("paper-best-fit", "paper-dot-product", "paper-gpu-packing", "paper-gpu-clustering", "paper-fgd")
 BEST_FIT_WITHIN = 0.5        # points
 BEYOND = 0.10                # item 5: the share fewer unallocated GPUs than FGD without the model pressure
+
+
+def trace(workload: str) -> tuple[list[records.TraceNode], list[records.TracePod]]:
+    """The workload's generated cluster and pods (the module docstring)."""
+    marginals = generator.Marginals(cpu_node_share=0.0).emphasize(**WORKLOADS[workload][0])
+    return generator.generate(1, 1213, 8152, marginals)
 
 
 def _at100(runs: dict[str, list[protocol.Run]], policy: str, measure: str = "unallocated") -> protocol.Spread | None:
@@ -62,9 +68,8 @@ def main() -> None:
     out = args.out or tempfile.mkdtemp(prefix="sched-simulate-")
     summary = []
     for workload in args.workloads.split(","):
-        emphasis, paper_fgd, paper_best_fit = WORKLOADS[workload]
-        marginals = generator.Marginals(cpu_node_share=0.0).emphasize(**emphasis)
-        nodes, pods = generator.generate(1, 1213, 8152, marginals)
+        _, paper_fgd, paper_best_fit = WORKLOADS[workload]
+        nodes, pods = trace(workload)
         objects = [cluster.node_objects(n) for n in nodes]
         capacity = 1000 * sum(n.gpus for n in nodes)
         start = time.perf_counter()

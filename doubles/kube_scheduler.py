@@ -754,10 +754,8 @@ class KubeSchedulerDouble:
         cycle on a binder thread, so the caller can start the next pod's cycle while this one binds. The future
         holds the outcome once the pod is bound (or failed)."""
         statuses: dict[str, _NodeStatus] = {}
-        done: concurrent.futures.Future[Result] = concurrent.futures.Future()
         if not nodes:
-            done.set_result(_failed(NO_NODES_AVAILABLE, statuses))
-            return done
+            return _settled(_failed(NO_NODES_AVAILABLE, statuses))
         on_node: dict[str, list[Pod]] = {}
         for other in assigned:
             phase = (other.get("status") or {}).get("phase")
@@ -768,11 +766,9 @@ class KubeSchedulerDouble:
         try:
             feasible = self._filter_extenders(pod, feasible, statuses)
         except ExtenderError as exc:
-            done.set_result(_failed(str(exc), statuses))
-            return done
+            return _settled(_failed(str(exc), statuses))
         if not feasible:
-            done.set_result(_failed(_fit_error(len(nodes), statuses), statuses))
-            return done
+            return _settled(_failed(_fit_error(len(nodes), statuses), statuses))
         scores: dict[str, int] = {}
         if len(feasible) == 1:
             host = _name(feasible[0])
@@ -952,6 +948,13 @@ def _failed(reason: str, statuses: Mapping[str, _NodeStatus]) -> Result:
     return Result(node=None, reason=reason, filtered=_reasons(statuses),
                   unresolvable=frozenset(n for n, s in statuses.items() if s.unresolvable),
                   feasible=(), scores={}, selected=None, bound_by="")
+
+
+def _settled(result: Result) -> concurrent.futures.Future[Result]:
+    """A cycle that ended before binding, as the future :meth:`KubeSchedulerDouble.schedule` returns."""
+    done: concurrent.futures.Future[Result] = concurrent.futures.Future()
+    done.set_result(result)
+    return done
 
 
 def _fit_error(num_all_nodes: int, statuses: Mapping[str, _NodeStatus]) -> str:

@@ -340,14 +340,14 @@ class PodDeviceRequest:
 
 
 _IDENTITY = frozenset(("name", "generateName", "uid", "resourceVersion", "creationTimestamp", "managedFields"))
-KOORDINATOR_DOMAIN = "koordinator.sh"
+_KOORDINATOR_DOMAIN = "koordinator.sh"
 
 
 def is_koordinator_key(key: str) -> bool:
     """A label or annotation key in Koordinator's domain or one of its subdomains (``koordinator.sh/…``,
     ``scheduling.koordinator.sh/…``): the only pod labels and annotations the placement decisions read."""
     prefix, slash, _ = key.partition("/")
-    return bool(slash) and (prefix == KOORDINATOR_DOMAIN or prefix.endswith("." + KOORDINATOR_DOMAIN))
+    return bool(slash) and (prefix == _KOORDINATOR_DOMAIN or prefix.endswith("." + _KOORDINATOR_DOMAIN))
 
 
 def _koordinator_only(keyed: Any) -> Any:
