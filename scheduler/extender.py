@@ -22,7 +22,9 @@ by the extender's weight × 10.
 answer (filter's verdict, prioritize's part before normalization) is kept per pod key (the pod less its name, uid,
 status conditions, labels and annotations outside Koordinator's domain and owners' names:
 :func:`scheduler.requests.pod_key`) in the cache's :class:`~scheduler.cache.Answers` until the node changes, and
-a call costs a dict lookup per unchanged node; a pod's requests are parsed once per key. Below that, answers that
+a call costs a dict lookup per unchanged node; a pod's requests are parsed once per key. The node a bind changed is
+answered again for the bound pod's key in bind itself, so the next replica's scheduling cycle (which kube-scheduler
+runs one pod at a time, while binding cycles run beside it) only reads. Below that, answers that
 depend only on a node's devices (the trial allocation, the DeviceShare score) are kept per device generation, for
 pods of other keys with the same device request.
 
@@ -146,12 +148,9 @@ class Extender:
         if request is None:
             out.unresolvable = dict.fromkeys(names, asked.error)
             return out
-        pod = asked.pod
         if self.allocator.mix is not None:
-            self.allocator.mix.observe(shape_of(pod, request))
-        now = self._clock()
-        verdicts = self._per_node(names, ("filter", asked.key), now,
-                                  lambda state: self._check_node(pod, request, state, now))
+            self.allocator.mix.observe(shape_of(asked.pod, request))
+        verdicts = self._verdicts(asked, request, names, self._clock())
         for name, verdict in zip(names, verdicts, strict=True):
             if verdict is FITS:
                 out.fits.append(name)
@@ -167,6 +166,38 @@ class Extender:
             else:
                 out.failed[name] = reason
         return out
+
+    def _verdicts(self, asked: _Asked, request: PodDeviceRequest, names: list[str],
+                  now: float) -> list[tuple[str | None, bool] | None]:
+        """Filter's verdict for each named node (None: not in the cache), remembered per pod key."""
+        pod = asked.pod
+        return self._per_node(names, ("filter", asked.key), now,
+                              lambda state: self._check_node(pod, request, state, now))
+
+    def _parts(self, asked: _Asked, request: PodDeviceRequest, names: list[str],
+               now: float) -> tuple[fgd.Shape | None, list[_NodeScore | None]]:
+        """Prioritize's part of each named node before normalization, remembered per pod key (and target mix),
+        with the pod's shape when FragmentationAware scores it."""
+        # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
+        # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
+        mix = self.allocator.mix
+        shape = shape_of(asked.pod, request) if mix is not None else None
+        key = ("score", asked.key, mix.version if mix is not None else 0)
+        return shape, self._per_node(names, key, now, partial(self._score_node, asked.pod, request, shape, now))
+
+    def _refresh(self, pod: Mapping[str, Any], node: str) -> None:
+        """Answer again, for the pod's key, on the node a bind just changed: the next pod of the workload asks
+        about it, and this way that question is answered in the binding cycle, which kube-scheduler runs beside
+        the next pods' scheduling cycles, not in the scheduling cycle, which it runs one pod at a time."""
+        asked = self._asked(pod)
+        if asked.request is None:
+            return
+        now = self._clock()
+        try:
+            if self._verdicts(asked, asked.request, [node], now)[0] is FITS:
+                self._parts(asked, asked.request, [node], now)
+        except Exception as e:     # the pod is bound: a failure here must not turn that into an error for kube
+            log.warning("answering again after bind failed pod_key=%.80s node=%s error=%r", asked.key, node, e)
 
     def _per_node(self, names: list[str], question: Hashable, now: float,
                   decide: Callable[[NodeState], T]) -> list[T | None]:
@@ -224,19 +255,11 @@ class Extender:
     def scores(self, pod: Mapping[str, Any], names: list[str]) -> list[float]:
         """Prioritize: each named node's weighted plugin score, 0..100, in the order of ``names``."""
         asked = self._asked(pod)
-        pod = asked.pod
         request = asked.request if asked.request is not None else PodDeviceRequest({})
-        w = self.config.weights
-        now = self._clock()
-        # FragmentationAware scores every pod, CPU-only ones too: their cpu and memory can leave a node's GPUs
-        # unusable for the tasks the mix expects (and a node without GPUs then costs nothing)
-        mix = self.allocator.mix
-        shape = shape_of(pod, request) if mix is not None else None
-        key = ("score", asked.key, mix.version if mix is not None else 0)
-        parts = self._per_node(names, key, now, partial(self._score_node, pod, request, shape, now))
+        shape, parts = self._parts(asked, request, names, self._clock())
         if not request and shape is None:          # DeviceShare has no say: the other plugins' mean
             return [p.others / p.weight if p is not None and p.weight else 0.0 for p in parts]
-        share = w.device_share
+        share = self.config.weights.device_share
         device = _device_scores(names, parts, shape is not None)
         return [(p.others + share * d) / (p.weight + share) if p is not None and p.weight + share else 0.0
                 for p, d in zip(parts, device, strict=True)]
@@ -312,6 +335,7 @@ class Extender:
             bound = _bound_copy(pod, node, annotations)
             self.cache.assume(state, bound)
         if self._binder is None:
+            self._refresh(pod, node)
             return None
         try:
             self._binder(namespace, name, uid, node, annotations)
@@ -320,6 +344,7 @@ class Extender:
             log.warning("bind failed pod=%s/%s node=%s error=%s", namespace, name, node, e)
             return f"binding pod {namespace}/{name} to {node}: {e}"
         log.info("bound pod=%s/%s node=%s annotations=%s", namespace, name, node, ",".join(sorted(annotations)))
+        self._refresh(pod, node)
         return None
 
     def reserve(self, pod: Mapping[str, Any], state: NodeState) -> dict[str, str]:

@@ -129,6 +129,68 @@ def test_the_watch_confirming_a_bound_pod_keeps_the_nodes_answers_and_a_differen
     assert not _fits(ext, _replica(4, asks)) and decided.count == 3
 
 
+def test_a_bind_answers_its_node_again_for_the_next_replica_and_those_answers_are_the_nodes_new_ones() -> None:
+    """kube-scheduler runs one scheduling cycle at a time and binds beside them: the node a pod was bound to is
+    decided again for the pod's workload in bind, so the next replica's filter and prioritize only read, and what
+    they read is the node with the pod on it. A failed bind gives the card back and answers nothing."""
+    cache = _gpu_node(2)
+    binds = Binds()
+    ext = Extender(cache, binder=binds)
+    decided = Decisions(ext)
+    scored = [0]
+    score_node = ext._score_node
+
+    def counted(*args: Any) -> Any:
+        scored[0] += 1
+        return score_node(*args)
+    ext._score_node = counted        # type: ignore[method-assign]
+    asks = {"nvidia.com/gpu": "1"}
+
+    def cycle(i: int) -> bool:
+        """One replica's filter and prioritize on n0: whether it fits."""
+        pod = _replica(100 + i, asks)
+        fits = _fits(ext, pod)
+        if fits:
+            ext.prioritize(_args(pod, ["n0"]))
+        return fits
+
+    def bind(i: int) -> tuple[dict[str, Any], str]:
+        pod = _replica(i, asks)
+        cache.on_pod("ADDED", pod)
+        return pod, ext.bind({"PodName": pod["metadata"]["name"], "PodNamespace": "default",
+                              "PodUID": pod["metadata"]["uid"], "Node": "n0"})["Error"]
+
+    assert cycle(0) and (decided.count, scored[0]) == (1, 1)
+    first, error = bind(0)
+    assert not error and (decided.count, scored[0]) == (2, 2)     # answered again in bind: one GPU left
+    assert cycle(1) and (decided.count, scored[0]) == (2, 2)      # read, not decided
+    assert not bind(1)[1] and (decided.count, scored[0]) == (3, 2)   # the node is full: nothing to score
+    assert not cycle(2) and decided.count == 3                    # the next replica reads that it is full
+    cache.on_pod("DELETED", first)
+    binds.fail = RuntimeError("apiserver down")
+    assert bind(3)[1] and decided.count == 3                      # no answer after a failed bind
+    assert cycle(3) and decided.count == 4                        # the card it was given back is seen
+
+
+def test_bind_observes_no_pod_in_the_learned_mix() -> None:
+    """FragmentationAware learns the mix from filter's pods, one observation per scheduling cycle; answering the
+    bound node again in bind must not count the pod a second time."""
+    cache = ClusterCache(ExtenderConfig(strategy="FragmentationAware"))
+    cache.on_node("ADDED", sc.node("n0"))
+    cache.on_device("ADDED", sc.gpu_board("n0", 2))
+    ext = Extender(cache, binder=Binds())
+    mix = ext.allocator.mix
+    assert mix is not None
+    pod = _replica(0, {"nvidia.com/gpu": "1"})
+    cache.on_pod("ADDED", pod)
+    assert _fits(ext, pod)
+    version = mix.version                  # the mix is refreshed at its 1st, 2nd, 4th ... observation
+    assert ext.bind({"PodName": pod["metadata"]["name"], "PodNamespace": "default",
+                     "PodUID": pod["metadata"]["uid"], "Node": "n0"}) == {"Error": ""}
+    assert mix.version == version
+    assert _fits(ext, _replica(1, {"nvidia.com/gpu": "1"})) and mix.version != version
+
+
 def test_device_cr_node_and_nrt_changes_are_seen_by_the_next_filter() -> None:
     cache = _gpu_node(2)
     ext = Extender(cache)
