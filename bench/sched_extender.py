@@ -4,8 +4,10 @@
    with 4 NICs, every node with a NodeMetric and two assigned pods), over HTTP/1.1 keep-alive as kube-scheduler
    calls it (request written -> answer parsed; prioritize asked about the names filter passed, as kube asks), for
    a half-GPU pod, a 4-GPU pod and a CPU-only pod, cycle after cycle as kube-scheduler runs them: each cycle's 500
-   names start where the last one's stopped (kube's 10 % of 5,000 nodes), and each pod is then bound to its best
-   node, so the next one finds that node changed.
+   names (kube's 10 % of 5,000 nodes) are the first nodes its NodeResourcesFit passes from where the last cycle
+   stopped (the 4-GPU pod asks nvidia.com/gpu, which the GPU boards advertise, so its names are boards with 4
+   free by kube's count; the half-GPU pod's koordinator.sh/gpu is ignoredByScheduler, so its names are any
+   nodes), and each pod is then bound to its best node, so the next one finds that node changed.
    *Replicas*: every pod another replica of one workload (the steady state: a node's answer is remembered until
    it changes). *New Job*: every pod the first of another Job of one template (its own job-name, controller-uid,
    completion index and owner, which no decision reads). *New shape*: every pod unlike any before it (every node
@@ -67,6 +69,7 @@ from scheduler.extender import Extender
 from scheduler.server import ExtenderMetrics, handlers, inline_paths, serve, verb_path
 
 GPU_ALLOC = "scheduling.koordinator.sh/device-allocated"
+NVIDIA_GPU = "nvidia.com/gpu"      # advertised by the device plugin: kube-scheduler's NodeResourcesFit counts it
 NOW = "2026-11-28T10:00:00Z"
 
 
@@ -86,11 +89,12 @@ def build_cache(nodes: int) -> ClusterCache:
     cache = ClusterCache()
     for i in range(nodes):
         name = f"node-{i:05d}"
-        cache.on_node("ADDED", sc.node(name))
+        board = i % 4 == 0
+        cache.on_node("ADDED", sc.node(name, extra={NVIDIA_GPU: "8"} if board else None))   # NVIDIA's device plugin
         cache.on_node_metric("ADDED", node_metric(name, f"{8 + i % 20}", f"{64 + i % 100}Gi"))
-        if i % 4 == 0:
+        if board:
             cache.on_device("ADDED", sc.gpu_board(name, 8, nics=4))
-            cache.on_pod("ADDED", sc.pod(f"busy-{i}", {"nvidia.com/gpu": "1", "cpu": "4"}, node_name=name,
+            cache.on_pod("ADDED", sc.pod(f"busy-{i}", {NVIDIA_GPU: "1", "cpu": "4"}, node_name=name,
                                          annotations={GPU_ALLOC: '{"gpu":[{"minor":0,"resources":{'
                                                       '"koordinator.sh/gpu-core":"100",'
                                                       '"koordinator.sh/gpu-memory-ratio":"100"}}]}'}))
@@ -99,7 +103,7 @@ def build_cache(nodes: int) -> ClusterCache:
 
 
 SHAPES = {"half GPU": {"koordinator.sh/gpu": "50", "cpu": "1"},
-          "4 GPUs": {"nvidia.com/gpu": "4", "cpu": "8"},
+          "4 GPUs": {NVIDIA_GPU: "4", "cpu": "8"},
           "CPU only": {"cpu": "2", "memory": "4Gi"}}
 WARM = 10               # cycles before timing: with 500 names of 5,000 nodes, one pass over every node
 ROUNDS = 3              # pods/s: each mode schedules this many batches, the modes taking turns
@@ -198,14 +202,26 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
     server_addr, floor_addr = parent.recv()
     extender = NoDelayHTTPConnection(server_addr[0], server_addr[1], timeout=10)
     floor = NoDelayHTTPConnection(floor_addr[0], floor_addr[1], timeout=10)
-    cycle = 0
+    # nvidia.com/gpu free on each node by kube-scheduler's own count (the busy pod holds one on each board)
+    free = {n: 8 - 1 for n in everyone if (cache.get(n).node or {})["status"]["allocatable"].get(NVIDIA_GPU)}
+    start = 0
 
-    def window() -> list[str]:
-        """The next cycle's names: where the last one stopped, as kube-scheduler's nextStartNodeIndex."""
-        nonlocal cycle
-        first = cycle * names % len(everyone)
-        cycle += 1
-        return [everyone[(first + i) % len(everyone)] for i in range(names)]
+    def window(asks: dict[str, str]) -> list[str]:
+        """The next cycle's names, as kube-scheduler finds them: from where the last cycle stopped
+        (nextStartNodeIndex), the first ``names`` nodes its NodeResourcesFit passes; of the pods here only the
+        4-GPU one asks for a resource it counts (koordinator.sh/gpu is ignoredByScheduler, and no node runs out
+        of cpu or memory), so its names are GPU nodes with 4 free."""
+        nonlocal start
+        need = int(asks.get(NVIDIA_GPU, 0))
+        out: list[str] = []
+        seen = 0
+        while len(out) < names and seen < len(everyone):
+            name = everyone[(start + seen) % len(everyone)]
+            seen += 1
+            if not need or free.get(name, 0) >= need:
+                out.append(name)
+        start = (start + seen) % len(everyone)
+        return out
 
     print(f"filter + prioritize over {names} names, {len(everyone)}-node cache, each cycle's names where the last "
           f"stopped, {calls} pods each (extender in its own process; floor interleaved)")
@@ -219,7 +235,7 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
                     pod = (replicas if kind == "replicas" else jobs)[label][i]
                 else:      # nothing any node remembers applies to it: a Koordinator label (pod_key keeps those)
                     pod = sc.pod(f"new-{i}", asks, labels={"koordinator.sh/bench-shape": f"{label}-{i}"})
-                body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": window()}).encode()
+                body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": window(asks)}).encode()
                 took, fits, scores = timed_pair(extender, "/scheduler", pod, body)
                 floor_took, _, _ = timed_pair(floor, "/floor", pod, body, fits.get("NodeNames") or [])
                 if i >= WARM:
@@ -232,6 +248,8 @@ def bench_verbs(cache: ClusterCache, names: int, calls: int) -> None:
                         {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
                          "Node": host}).encode())
                     assert not bound["Error"], bound
+                    if NVIDIA_GPU in asks:
+                        free[host] -= int(asks[NVIDIA_GPU])
             parent.send("cpu")
             cpu = parent.recv()[WARM:]
             print(f"  {label:9s} {kind:9s} extender p50 {pct(times, 0.5):6.2f} ms  p99 {pct(times, 0.99):6.2f} ms"
