@@ -40,6 +40,7 @@ import dataclasses
 import http.client
 import json
 import logging
+import math
 import random
 import re
 import threading
@@ -349,36 +350,58 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
     return requests.pod_requests(pod.get("spec") or {})
 
 
+def _int_value(name: str, quantity: Fraction) -> int:
+    """How NodeInfo holds an amount: cpu as ``MilliValue()``, everything else as ``Value()`` (both round up)."""
+    return math.ceil(quantity * 1000) if name == "cpu" else math.ceil(quantity)
+
+
+class _Parsed:
+    """Amounts parsed once per object, as kube-scheduler's cache parses a Node or a Pod once per update and its
+    cycles read integers (``NodeInfo.Allocatable``, ``NodeInfo.Requested``): by name, for as long as the caller
+    passes the same mapping."""
+
+    def __init__(self, read: Callable[[Mapping[str, Any], str], int]) -> None:
+        self._read = read
+        self._seen: dict[str, tuple[Mapping[str, Any], dict[str, int]]] = {}
+
+    def get(self, key: str, source: Mapping[str, Any], name: str) -> int:
+        """``name``'s amount in ``source``, the object known as ``key`` (another object under that key is parsed
+        afresh)."""
+        known = self._seen.get(key)
+        if known is None or known[0] is not source:
+            known = self._seen[key] = (source, {})
+        values = known[1]
+        value = values.get(name)
+        if value is None:
+            value = values[name] = self._read(source, name)
+        return value
+
+
 def node_resources_fit(ignored: Iterable[str] = ()) -> InTreeFilter:
     """NodeResourcesFit: its PreFilter sums the pod's requests once per cycle (``computePodResourceRequest``); its
     Filter checks the pod count against ``allocatable.pods``, then cpu, memory, ephemeral-storage and scalar
-    resources (extended, hugepages) against allocatable minus the requests of the pods on the node. ``ignored`` are
-    the extenders' ``ignoredByScheduler`` resources, which it skips. A node without ``status.allocatable`` uses its
-    capacity, as the API server's defaulting does."""
+    resources (extended, hugepages) against allocatable minus the requests of the pods on the node, in NodeInfo's
+    integers. ``ignored`` are the extenders' ``ignoredByScheduler`` resources, which it skips. A node without
+    ``status.allocatable`` uses its capacity, as the API server's defaulting does."""
     skipped = frozenset(ignored)
+    allocatable = _Parsed(lambda listed, name: _int_value(name, parse_quantity(listed.get(name, 0))))
+    requested = _Parsed(lambda pod, name: _int_value(name, pod_requests(pod).get(name, Fraction(0))))
 
     def prefilter(pod: Pod) -> NodeFilter:
-        wanted = {name: value for name, value in pod_requests(pod).items()
+        wanted = {name: _int_value(name, value) for name, value in pod_requests(pod).items()
                   if value > 0 and _is_checked(name) and name not in skipped}
         ordered = [n for n in _NATIVE_COMPUTE if n in wanted] + sorted(n for n in wanted if n not in _NATIVE_COMPUTE)
 
         def fit(node: Node, pods_on_node: Sequence[Pod]) -> list[str]:
             status = node.get("status") or {}
-            allocatable = status.get("allocatable") or status.get("capacity") or {}
+            listed = status.get("allocatable") or status.get("capacity") or {}
+            node_name = _name(node)
             reasons = []
-            if len(pods_on_node) + 1 > parse_quantity(allocatable.get("pods", 0)):
+            if len(pods_on_node) + 1 > allocatable.get(node_name, listed, "pods"):
                 reasons.append("Too many pods")
-            if not wanted:
-                return reasons
-            used: dict[str, Fraction] = {}
-            for other in pods_on_node:
-                for name, value in pod_requests(other).items():
-                    used[name] = used.get(name, Fraction(0)) + value
             for name in ordered:
-                free = parse_quantity(allocatable.get(name, 0))
-                if name in used:
-                    free -= used[name]
-                if wanted[name] > free:
+                used = sum(requested.get(_uid(other), other, name) for other in pods_on_node)
+                if wanted[name] > allocatable.get(node_name, listed, name) - used:
                     reasons.append(f"Insufficient {name}")
             return reasons
 
@@ -519,6 +542,10 @@ def _describe(exc: BaseException) -> str:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -801,9 +828,10 @@ class KubeSchedulerDouble:
                 break
             node = nodes[(start + i) % len(nodes)]
             processed += 1
-            reasons = list(fits(node, on_node.get(_name(node), ())))
+            name = _name(node)
+            reasons = list(fits(node, on_node.get(name, ())))
             if reasons:
-                statuses[_name(node)] = _NodeStatus(reasons)
+                statuses[name] = _NodeStatus(reasons)
             else:
                 feasible.append(node)
         with self._lock:

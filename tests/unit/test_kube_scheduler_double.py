@@ -249,6 +249,23 @@ def test_node_resources_fit_counts_assigned_pods_and_skips_ignored_resources() -
     assert result.node == "small" and result.filtered == {"big": "Insufficient cpu"}
 
 
+def test_node_resources_fit_reads_each_node_and_pod_as_it_is_now() -> None:
+    """NodeInfo's integers are kept per object: a Node or a Pod updated (a new object under the same name or uid)
+    is read afresh, and the amounts are rounded up as NodeInfo holds them (cpu in millicores)."""
+    wants = {"c": {"requests": {"cpu": "1500m"}}}
+    with KubeSchedulerDouble([], api=None) as scheduler:
+        assert scheduler.schedule_one(pod(resources=wants), [node("n", cpu="1")]).node is None
+        assert scheduler.schedule_one(pod(resources=wants), [node("n", cpu="2")]).node == "n"
+        holder = pod(uid="uid-h", name="h", resources={"c": {"requests": {"cpu": "1"}}}, node="n")
+        assert scheduler.schedule_one(pod(resources=wants), [node("n", cpu="2")], assigned=[holder]).node is None
+        holder = pod(uid="uid-h", name="h", resources={"c": {"requests": {"cpu": "0.4"}}}, node="n")
+        assert scheduler.schedule_one(pod(resources=wants), [node("n", cpu="2")], assigned=[holder]).node == "n"
+        tiny = [pod(uid=f"uid-t{i}", name=f"t{i}", resources={"c": {"requests": {"cpu": "0.0001"}}}, node="n")
+                for i in range(2)]                                    # 0.1m each, held as 1m each
+        assert scheduler.schedule_one(pod(resources=wants), [node("n", cpu="1502m")], assigned=tiny).node == "n"
+        assert scheduler.schedule_one(pod(resources=wants), [node("n", cpu="1501m")], assigned=tiny).node is None
+
+
 def test_num_feasible_nodes_to_find_follows_upstream() -> None:
     assert num_feasible_nodes_to_find(0, 99) == 99
     assert num_feasible_nodes_to_find(0, 1000) == 420      # 50 - 1000/125 = 42 %
