@@ -355,25 +355,37 @@ def _int_value(name: str, quantity: Fraction) -> int:
     return math.ceil(quantity * 1000) if name == "cpu" else math.ceil(quantity)
 
 
+def _listed_amounts(listed: Mapping[str, Any]) -> Callable[[str], int]:
+    """A node's allocatable amounts, each parsed when first asked for (one that does not parse fails only the
+    cycles that read it)."""
+    return lambda name: _int_value(name, parse_quantity(listed.get(name, 0)))
+
+
+def _requested_amounts(pod: Mapping[str, Any]) -> Callable[[str], int]:
+    """A pod's requests, summed at once."""
+    summed = pod_requests(pod)
+    return lambda name: _int_value(name, summed.get(name, Fraction(0)))
+
+
 class _Parsed:
     """Amounts parsed once per object, as kube-scheduler's cache parses a Node or a Pod once per update and its
-    cycles read integers (``NodeInfo.Allocatable``, ``NodeInfo.Requested``): by name, for as long as the caller
-    passes the same mapping."""
+    cycles read integers (``NodeInfo.Allocatable``, ``NodeInfo.Requested``): for as long as the caller passes the
+    same mapping under a key, ``read(mapping)`` is not called again."""
 
-    def __init__(self, read: Callable[[Mapping[str, Any], str], int]) -> None:
+    def __init__(self, read: Callable[[Mapping[str, Any]], Callable[[str], int]]) -> None:
         self._read = read
-        self._seen: dict[str, tuple[Mapping[str, Any], dict[str, int]]] = {}
+        self._seen: dict[str, tuple[Mapping[str, Any], Callable[[str], int], dict[str, int]]] = {}
 
     def get(self, key: str, source: Mapping[str, Any], name: str) -> int:
-        """``name``'s amount in ``source``, the object known as ``key`` (another object under that key is parsed
+        """``name``'s amount in ``source``, the object known as ``key`` (another object under that key is read
         afresh)."""
         known = self._seen.get(key)
         if known is None or known[0] is not source:
-            known = self._seen[key] = (source, {})
-        values = known[1]
+            known = self._seen[key] = (source, self._read(source), {})
+        values = known[2]
         value = values.get(name)
         if value is None:
-            value = values[name] = self._read(source, name)
+            value = values[name] = known[1](name)
         return value
 
 
@@ -384,8 +396,8 @@ def node_resources_fit(ignored: Iterable[str] = ()) -> InTreeFilter:
     integers. ``ignored`` are the extenders' ``ignoredByScheduler`` resources, which it skips. A node without
     ``status.allocatable`` uses its capacity, as the API server's defaulting does."""
     skipped = frozenset(ignored)
-    allocatable = _Parsed(lambda listed, name: _int_value(name, parse_quantity(listed.get(name, 0))))
-    requested = _Parsed(lambda pod, name: _int_value(name, pod_requests(pod).get(name, Fraction(0))))
+    allocatable = _Parsed(_listed_amounts)
+    requested = _Parsed(_requested_amounts)
 
     def prefilter(pod: Pod) -> NodeFilter:
         wanted = {name: _int_value(name, value) for name, value in pod_requests(pod).items()

@@ -24,9 +24,9 @@ status conditions, labels and annotations outside Koordinator's domain and owner
 :func:`scheduler.requests.pod_key`) in the cache's :class:`~scheduler.cache.Answers` until the node changes, and
 a call costs a dict lookup per unchanged node; a pod's requests are parsed once per key. The node a bind changed is
 answered again for the bound pod's key in bind itself, so the next replica's scheduling cycle (which kube-scheduler
-runs one pod at a time, while binding cycles run beside it) only reads. Below that, answers that
-depend only on a node's devices (the trial allocation, the DeviceShare score) are kept per device generation, for
-pods of other keys with the same device request.
+runs one pod at a time, while binding cycles run beside it) only reads. Below that, answers that depend only on a
+node's devices (the trial allocation, the DeviceShare score) are kept per device generation, for pods of other keys
+with the same device request.
 
 **Bind** is where the pod's annotations are written, atomically with the binding: under the node's lock the
 allocation is re-run against the cache (which includes pods assumed by earlier binds), the pod is assumed, the lock
