@@ -334,16 +334,15 @@ class Extender:
                 return f"pod {namespace}/{name} no longer fits node {node}: {e.reason}"
             bound = _bound_copy(pod, node, annotations)
             self.cache.assume(state, bound)
-        if self._binder is None:
-            self._refresh(pod, node)
-            return None
-        try:
-            self._binder(namespace, name, uid, node, annotations)
-        except Exception as e:     # ApiError, or anything else: the assumption must not outlive a failed bind
-            self.cache.forget(uid)
-            log.warning("bind failed pod=%s/%s node=%s error=%s", namespace, name, node, e)
-            return f"binding pod {namespace}/{name} to {node}: {e}"
-        log.info("bound pod=%s/%s node=%s annotations=%s", namespace, name, node, ",".join(sorted(annotations)))
+        if self._binder is not None:
+            try:
+                self._binder(namespace, name, uid, node, annotations)
+            except Exception as e:     # ApiError, or anything else: the assumption must not outlive a failed bind
+                self.cache.forget(uid)
+                log.warning("bind failed pod=%s/%s node=%s error=%s", namespace, name, node, e)
+                return f"binding pod {namespace}/{name} to {node}: {e}"
+            log.info("bound pod=%s/%s node=%s annotations=%s", namespace, name, node,
+                     ",".join(sorted(annotations)))
         self._refresh(pod, node)
         return None
 
